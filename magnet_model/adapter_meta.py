@@ -1,0 +1,77 @@
+"""The small JSON saved next to every adapter: token roles, attention mode, training config.
+
+A PEFT adapter directory stays standard (PeftModel.from_pretrained loads it unchanged); this
+file adds what inference needs to use it the way it was trained:
+
+    magnet_config.json
+    {
+      "format": 1,
+      "token_roles": {"mask": .., "blank": .., "span_start": .., "span_end": ..,
+                      "sentence_end": .., "pad": ..},
+      "attention": "hybrid" | "bidirectional" | "causal",   # mode used for representations
+      "objectives": ["mntp", "msg", "sscl"],
+      "sentence": {"instruction": "...", "pooling": "last" | "mean"},
+      "training": {...}                                      # the trainer's full config
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ModelLoadError
+from .tokens import TokenRoles
+
+META_FILE = "magnet_config.json"
+SENTENCE_INSTRUCTION = "Given the sentence, find its representation: "
+
+
+@dataclass
+class AdapterMeta:
+    token_roles: TokenRoles
+    attention: str = "hybrid"
+    objectives: list[str] = field(default_factory=lambda: ["mntp", "msg", "sscl"])
+    instruction: str = SENTENCE_INSTRUCTION
+    pooling: str = "last"
+    training: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": 1,
+            "token_roles": self.token_roles.to_dict(),
+            "attention": self.attention,
+            "objectives": list(self.objectives),
+            "sentence": {"instruction": self.instruction, "pooling": self.pooling},
+            "training": self.training,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AdapterMeta:
+        sentence = d.get("sentence", {})
+        return cls(
+            token_roles=TokenRoles.from_dict(d["token_roles"]),
+            attention=d.get("attention", "hybrid"),
+            objectives=list(d.get("objectives", [])),
+            instruction=sentence.get("instruction", SENTENCE_INSTRUCTION),
+            pooling=sentence.get("pooling", "last"),
+            training=d.get("training", {}),
+        )
+
+
+def save_meta(directory: str | Path, meta: AdapterMeta) -> Path:
+    path = Path(directory) / META_FILE
+    path.write_text(json.dumps(meta.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load_meta(directory: str | Path) -> AdapterMeta | None:
+    """The adapter's MAGNET metadata, or None for a plain PEFT adapter without it."""
+    path = Path(directory) / META_FILE
+    if not path.is_file():
+        return None
+    try:
+        return AdapterMeta.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ModelLoadError(f"{path} is not a valid MAGNET adapter config ({e}).") from None
