@@ -18,8 +18,8 @@ def test_ngrams_of_words_and_ids():
 
 def test_rep_4_counts_repeated_4grams():
     assert rep_n("a b c d e f", 4) == 0.0
-    # 8 words -> 5 four-grams; "a b c d" thrice, "b c d a" and "c d a b" once: 3 unique
-    assert rep_n("a b c d a b c d", 4) == pytest.approx(1 - 3 / 5)
+    # 8 words -> 5 four-grams: abcd, bcda, cdab, dabc, abcd -> 4 unique
+    assert rep_n("a b c d a b c d", 4) == pytest.approx(1 - 4 / 5)
     assert rep_n([7] * 10, 4) == pytest.approx(1 - 1 / 7)
     assert rep_n("too short", 4) == 0.0
 
