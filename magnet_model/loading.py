@@ -134,7 +134,13 @@ def _resolve_base(spec: ModelSpec) -> tuple[str, dict, str]:
             f"The base model '{base}' does not exist on disk and is not a Hub id (owner/name); "
             "check the path, or use 'embedded' for the built-in SmolLM2."
         )
-    return base, {}, f"Hugging Face Hub {base}"
+    return base, _hub_kwargs(), f"Hugging Face Hub {base}"
+
+
+def _hub_kwargs() -> dict:
+    """Honour HF_HUB_OFFLINE even when it was set after huggingface_hub was imported."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    return {"local_files_only": True} if offline else {}
 
 
 def _hub_error(what: str, e: Exception) -> ModelLoadError:
@@ -185,11 +191,12 @@ def attach_adapters(model, adapters: dict[str, str]):
                 "check the path in MAGNET_ADAPTERS or --adapters."
             )
         src = str(local) if local.exists() else ref
+        hub = {} if local.exists() else _hub_kwargs()
         try:
             if peft_model is None:
-                peft_model = PeftModel.from_pretrained(model, src, adapter_name=name)
+                peft_model = PeftModel.from_pretrained(model, src, adapter_name=name, **hub)
             else:
-                peft_model.load_adapter(src, adapter_name=name)
+                peft_model.load_adapter(src, adapter_name=name, **hub)
         except (OSError, ValueError) as e:
             if not local.exists():
                 raise _hub_error(f"adapter '{name}' ({ref})", e) from None
