@@ -1,0 +1,140 @@
+"""The three MAGNET losses on an unmodified transformers decoder (plain or wrapped by peft).
+
+Hidden states come from the inner decoder (model.get_decoder()), never through the LM head:
+the head maps each position to the whole vocabulary (49k for SmolLM2), so we apply it only to
+the positions that carry a label. Embeddings (SSCL) never touch it.
+
+    MNTP, MSG:  cross-entropy of head(h[i]) against label[i], over labelled positions only
+    SSCL:       z = pool(h), InfoNCE(z_x, z_x+) = CE(cos(z_x, z_x+) / tau, diagonal)
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+from .layout import IGNORE
+from .masks import build_mask, position_ids_for
+from .views import MaskedBatch, SentenceBatch
+
+POOLINGS = ("last", "mean")
+
+
+def decoder_parts(model) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(inner decoder that returns hidden states, LM head), through a peft wrapper if any."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def encode(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    mode: str,
+    segments: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    mask_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Last hidden states (B, T, H) under one attention mode's 4-D mask."""
+    decoder, _ = decoder_parts(model)
+    if mask_dtype is None:
+        mask_dtype = decoder.get_input_embeddings().weight.dtype
+    mask = build_mask(mode, attention_mask, segments, mask_dtype)
+    if position_ids is None:
+        position_ids = position_ids_for(attention_mask)
+    out = decoder(
+        input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=False
+    )
+    return out.last_hidden_state
+
+
+def token_loss(hidden: torch.Tensor, labels: torch.Tensor, head) -> torch.Tensor | None:
+    """Mean cross-entropy over labelled positions; the head sees only those positions."""
+    selected = labels != IGNORE
+    if not selected.any():
+        return None
+    logits = head(hidden[selected]).float()
+    return F.cross_entropy(logits, labels[selected])
+
+
+def masked_view_losses(
+    model, batch: MaskedBatch, mode: str = "hybrid", mask_dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """MNTP and MSG from ONE forward of x_m; a loss is absent when its labels are empty."""
+    hidden = encode(
+        model,
+        batch.input_ids,
+        batch.attention_mask,
+        mode,
+        segments=batch.segments,
+        position_ids=batch.position_ids,
+        mask_dtype=mask_dtype,
+    )
+    _, head = decoder_parts(model)
+    losses = {}
+    for name, labels in (("mntp", batch.mntp_labels), ("msg", batch.msg_labels)):
+        loss = token_loss(hidden, labels, head)
+        if loss is not None:
+            losses[name] = loss
+    return losses
+
+
+def pool(hidden: torch.Tensor, pool_mask: torch.Tensor, pooling: str = "last") -> torch.Tensor:
+    """'last': state of the last pooled token (<sentence_end>); 'mean': average of pooled ones."""
+    if pooling == "last":
+        index = torch.arange(pool_mask.shape[1], device=pool_mask.device)
+        last = (pool_mask.long() * index).argmax(dim=1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    if pooling == "mean":
+        m = pool_mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+    raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+
+
+def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+    """SimCSE's loss: each x must pick its own x+ among the batch's positives."""
+    z1 = F.normalize(z1.float(), dim=-1)
+    z2 = F.normalize(z2.float(), dim=-1)
+    logits = z1 @ z2.T / temperature
+    return F.cross_entropy(logits, torch.arange(z1.shape[0], device=z1.device))
+
+
+def sscl_loss(
+    model,
+    batch: SentenceBatch,
+    mode: str = "bidirectional",
+    pooling: str = "last",
+    temperature: float = 0.05,
+    mask_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """InfoNCE between the first and second half of the batch (x rows, then x+ rows).
+
+    For SimCSE positives (x+ = x) run this under `attention_dropout(model, p)` and keep that
+    context open through backward (gradient checkpointing recomputes the forward there).
+    """
+    hidden = encode(model, batch.input_ids, batch.attention_mask, mode, mask_dtype=mask_dtype)
+    z = pool(hidden, batch.pool_mask, pooling)
+    half = z.shape[0] // 2
+    return info_nce(z[:half], z[half:], temperature)
+
+
+@contextmanager
+def attention_dropout(model, p: float):
+    """Set dropout on the attention probabilities of every attention module, then restore.
+
+    SmolLM2 and Llama ship with attention dropout 0; with it, SimCSE's two passes of the
+    same text are identical and the contrastive loss teaches nothing (LLM2Vec uses 0.3).
+    """
+    modules = [
+        m for m in model.modules() if isinstance(getattr(m, "attention_dropout", None), float)
+    ]
+    saved = [m.attention_dropout for m in modules]
+    for m in modules:
+        m.attention_dropout = p
+    try:
+        yield len(modules)
+    finally:
+        for m, value in zip(modules, saved, strict=True):
+            m.attention_dropout = value

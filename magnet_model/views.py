@@ -1,0 +1,231 @@
+"""The training views of a text, as padded batches of token ids (no model here).
+
+- Masked view x_m (MNTP + MSG, one hybrid forward): contiguous spans are cut out of the text
+  and laid out after the context by layout.build_hybrid (the same layout infilling uses); then
+  20% of the remaining context tokens are selected for MNTP: 80% become <mask>, 10% a random
+  token, 10% stay. The output at i-1 predicts the original token i, so MNTP labels sit one
+  position to the left of the selected tokens; MSG labels sit on the span tokens.
+- Sentence view (SSCL): [bos] instruction + text + <sentence_end>. Rows come in pairs
+  (x, x+): x+ is a paraphrase when the data has one, else x itself (SimCSE: dropout makes
+  the two passes differ).
+
+All randomness comes from the `random.Random` passed in, so a run is reproducible per step.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from .adapter_meta import SENTENCE_INSTRUCTION
+from .layout import IGNORE, build_hybrid
+from .tokens import TokenRoles
+
+
+@dataclass
+class ViewConfig:
+    mntp_prob: float = 0.2  # share of context tokens selected for MNTP
+    mask_share: float = 0.8  # of the selected: replaced by <mask>
+    random_share: float = 0.1  # of the selected: replaced by a random token (rest: kept)
+    max_spans: int = 3  # MSG: 1..max_spans spans per text
+    span_min: int = 8  # span lengths for long texts (paper: 8..32 on Wikitext-103) ...
+    span_max: int = 32
+    span_budget: float = 0.5  # ... scaled down so spans cover at most this share of a text
+    instruction: str = SENTENCE_INSTRUCTION
+
+
+@dataclass
+class MaskedBatch:
+    """x_m for a batch: (B, T) tensors, right-padded."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    segments: torch.Tensor  # 0 = context, k = span k
+    position_ids: torch.Tensor
+    mntp_labels: torch.Tensor  # IGNORE except left of selected context tokens
+    msg_labels: torch.Tensor  # IGNORE except on span tokens
+
+    def to(self, device) -> MaskedBatch:
+        return MaskedBatch(*(t.to(device) for t in self.__dict__.values()))
+
+
+@dataclass
+class SentenceBatch:
+    """2B rows: x_1..x_B then their positives x+_1..x+_B, right-padded."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    pool_mask: torch.Tensor  # 1 on text + <sentence_end> (the instruction is not pooled)
+
+    def to(self, device) -> SentenceBatch:
+        return SentenceBatch(*(t.to(device) for t in self.__dict__.values()))
+
+
+# ---------------------------------------------------------------- spans (MSG)
+
+
+def span_length_range(n: int, cfg: ViewConfig) -> tuple[int, int]:
+    """8..32 tokens for texts of 128+ tokens, proportionally shorter for shorter texts."""
+    lo = max(1, min(cfg.span_min, n // 16))
+    hi = max(lo, min(cfg.span_max, n // 4))
+    return lo, hi
+
+
+def sample_spans(n: int, cfg: ViewConfig, rng: random.Random) -> list[tuple[int, int]]:
+    """Non-overlapping [start, end) spans of a text of n tokens, at least one token apart."""
+    if n < 2:
+        return []
+    lo, hi = span_length_range(n, cfg)
+    budget = max(1, int(n * cfg.span_budget))
+    lengths: list[int] = []
+    for _ in range(rng.randint(1, cfg.max_spans)):
+        length = rng.randint(lo, hi)
+        if sum(lengths) + length + len(lengths) > budget:
+            break
+        lengths.append(length)
+    if not lengths:
+        lengths = [min(lo, budget)]
+    k = len(lengths)
+    free = n - sum(lengths) - (k - 1)  # tokens left for gaps beyond the mandatory ones
+    cuts = sorted(rng.randint(0, free) for _ in range(k))
+    gaps = [b - a for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]  # left gap, then k-1 inner
+    spans, pos = [], 0
+    for i, (gap, length) in enumerate(zip(gaps, lengths, strict=True)):
+        pos += gap + (1 if i > 0 else 0)
+        spans.append((pos, pos + length))
+        pos += length
+    return spans
+
+
+def cut_spans(ids: list[int], spans: list[tuple[int, int]]) -> tuple[list[list[int]], list]:
+    """Text ids + spans -> (len(spans) + 1 context pieces, span token lists)."""
+    pieces, out, prev = [], [], 0
+    for start, end in spans:
+        pieces.append(ids[prev:start])
+        out.append(ids[start:end])
+        prev = end
+    pieces.append(ids[prev:])
+    return pieces, out
+
+
+# ---------------------------------------------------------------- MNTP
+
+
+def mntp_corrupt(
+    input_ids: list[int],
+    candidates: list[int],
+    roles: TokenRoles,
+    vocab: list[int],
+    cfg: ViewConfig,
+    rng: random.Random,
+) -> list[int]:
+    """Select mntp_prob of the candidate positions, corrupt them 80/10/10 in place.
+
+    Returns MNTP labels: label[i - 1] = original token i for each selected i (the decoder's
+    shift is kept: the output before a token predicts it).
+    """
+    labels = [IGNORE] * len(input_ids)
+    candidates = [i for i in candidates if i >= 1]
+    if not candidates:
+        return labels
+    n_sel = max(1, round(cfg.mntp_prob * len(candidates)))
+    for i in rng.sample(candidates, n_sel):
+        labels[i - 1] = input_ids[i]
+        r = rng.random()
+        if r < cfg.mask_share:
+            input_ids[i] = roles.mask
+        elif r < cfg.mask_share + cfg.random_share:
+            input_ids[i] = vocab[rng.randrange(len(vocab))]
+    return labels
+
+
+def replacement_vocab(vocab_size: int, roles: TokenRoles, extra: set[int]) -> list[int]:
+    """Token ids a random MNTP replacement may take: never a role or special token."""
+    banned = roles.special_ids() | {roles.pad, roles.sentence_end} | extra
+    return [i for i in range(vocab_size) if i not in banned]
+
+
+# ---------------------------------------------------------------- one text, then a batch
+
+
+@dataclass
+class MaskedExample:
+    input_ids: list[int]
+    segments: list[int]
+    position_ids: list[int]
+    mntp_labels: list[int]
+    msg_labels: list[int]
+
+
+def masked_example(
+    ids: list[int],
+    roles: TokenRoles,
+    vocab: list[int],
+    cfg: ViewConfig,
+    rng: random.Random,
+    bos: int | None = None,
+    mntp: bool = True,
+    msg: bool = True,
+) -> MaskedExample:
+    """x_m of one text: spans cut out (if msg), context corrupted for MNTP (if mntp)."""
+    spans = sample_spans(len(ids), cfg, rng) if msg else []
+    pieces, span_ids = cut_spans(ids, spans)
+    seq = build_hybrid(pieces, span_ids, roles, bos=bos, with_end=True)
+    input_ids = list(seq.input_ids)
+    specials = set(seq.blank_positions) | ({0} if bos is not None else set())
+    context = [i for i in range(seq.context_length) if i not in specials]
+    if mntp:
+        mntp_labels = mntp_corrupt(input_ids, context, roles, vocab, cfg, rng)
+    else:
+        mntp_labels = [IGNORE] * len(input_ids)
+    return MaskedExample(input_ids, seq.segments, seq.position_ids, mntp_labels, seq.labels)
+
+
+def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def collate_masked(examples: list[MaskedExample], pad: int) -> MaskedBatch:
+    return MaskedBatch(
+        input_ids=_pad([e.input_ids for e in examples], pad),
+        attention_mask=_pad([[1] * len(e.input_ids) for e in examples], 0),
+        segments=_pad([e.segments for e in examples], 0),
+        position_ids=_pad([e.position_ids for e in examples], 0),
+        mntp_labels=_pad([e.mntp_labels for e in examples], IGNORE),
+        msg_labels=_pad([e.msg_labels for e in examples], IGNORE),
+    )
+
+
+def sentence_ids(
+    text_ids: list[int], instruction_ids: list[int], roles: TokenRoles, bos: int | None = None
+) -> tuple[list[int], int]:
+    """[bos] instruction text <sentence_end> -> (ids, index where the pooled part starts).
+
+    The instruction and the text are tokenized separately so the boundary is exact.
+    """
+    prefix = ([] if bos is None else [bos]) + list(instruction_ids)
+    return prefix + list(text_ids) + [roles.sentence_end], len(prefix)
+
+
+def collate_sentences(
+    texts: list[list[int]],
+    positives: list[list[int]],
+    instruction_ids: list[int],
+    roles: TokenRoles,
+    bos: int | None = None,
+) -> SentenceBatch:
+    """Pairs (x, x+) -> one batch of 2B rows of mixed lengths (x rows first)."""
+    rows, starts = [], []
+    for t in [*texts, *positives]:
+        ids, start = sentence_ids(t, instruction_ids, roles, bos)
+        rows.append(ids)
+        starts.append(start)
+    pool = [[0] * s + [1] * (len(r) - s) for r, s in zip(rows, starts, strict=True)]
+    return SentenceBatch(
+        input_ids=_pad(rows, roles.pad),
+        attention_mask=_pad([[1] * len(r) for r in rows], 0),
+        pool_mask=_pad(pool, 0),
+    )

@@ -1,0 +1,240 @@
+"""The losses: finite, gradients only where the masks allow, and they go down in training."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from magnet_model.layout import IGNORE
+from magnet_model.objectives import (
+    attention_dropout,
+    decoder_parts,
+    info_nce,
+    masked_view_losses,
+    pool,
+    sscl_loss,
+    token_loss,
+)
+from magnet_model.tokens import choose_token_roles
+from magnet_model.views import (
+    ViewConfig,
+    collate_masked,
+    collate_sentences,
+    masked_example,
+    replacement_vocab,
+)
+from tests.conftest import make_tiny_llama, make_tiny_tokenizer
+
+CORPUS = [
+    "the cat sat on the mat and the dog ran to the tree .",
+    "the king of france was in paris on the first day of the war .",
+    "a small bird flew over the river in the city at night .",
+    "the queen and the child were at the old house by the sea .",
+    "music and art are the history of the land , the sea and the sky .",
+    "the big red fish swam in the blue pond with the green log .",
+    "one two three four five six seven eight nine ten .",
+    "the sun , the moon and the star were in the sky on the second day .",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return make_tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def roles(tok):
+    return choose_token_roles(tok)
+
+
+@pytest.fixture(scope="module")
+def corpus_ids(tok):
+    return [tok(t).input_ids for t in CORPUS]
+
+
+def masked_batch(tok, roles, corpus_ids, seed=0, mntp=True, msg=True):
+    rng = random.Random(seed)
+    vocab = replacement_vocab(len(tok), roles, set(tok.all_special_ids))
+    cfg = ViewConfig(max_spans=2)
+    exs = [masked_example(ids, roles, vocab, cfg, rng, mntp=mntp, msg=msg) for ids in corpus_ids]
+    return collate_masked(exs, roles.pad)
+
+
+def sentence_batch(tok, roles, corpus_ids):
+    instruction = tok("given the sentence , find its representation :").input_ids
+    return collate_sentences(corpus_ids, corpus_ids, instruction, roles)
+
+
+class EmbeddingGrads:
+    """Keeps the input embeddings of the next forward so their gradient can be read."""
+
+    def __init__(self, model):
+        self.out = None
+        decoder, _ = decoder_parts(model)
+        self.handle = decoder.embed_tokens.register_forward_hook(self.hook)
+
+    def hook(self, _module, _inputs, out):
+        out.retain_grad()
+        self.out = out
+
+    def per_token(self) -> torch.Tensor:
+        self.handle.remove()
+        return self.out.grad.abs().amax(-1)  # (B, T)
+
+
+def test_losses_are_finite_and_near_log_vocab_on_a_random_model(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    losses = masked_view_losses(model, masked_batch(tok, roles, corpus_ids))
+    assert set(losses) == {"mntp", "msg"}
+    for loss in losses.values():
+        assert math.isfinite(loss.item())
+        assert abs(loss.item() - math.log(len(tok))) < 1.0
+    model.train()
+    with attention_dropout(model, 0.3):
+        sscl = sscl_loss(model, sentence_batch(tok, roles, corpus_ids))
+    assert math.isfinite(sscl.item()) and sscl.item() >= 0
+
+
+def test_lm_head_sees_only_labelled_positions(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = masked_batch(tok, roles, corpus_ids)
+    rows = []
+    _, head = decoder_parts(model)
+    handle = head.register_forward_hook(lambda _m, inputs, _o: rows.append(inputs[0].shape[0]))
+    masked_view_losses(model, batch)
+    handle.remove()
+    assert rows == [(batch.mntp_labels != IGNORE).sum(), (batch.msg_labels != IGNORE).sum()]
+    assert sum(rows) < batch.input_ids.numel() / 2
+
+
+def test_mntp_gradient_never_reaches_span_tokens_or_padding(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = masked_batch(tok, roles, corpus_ids)
+    grads = EmbeddingGrads(model)
+    masked_view_losses(model, batch)["mntp"].backward()
+    g = grads.per_token()
+    real = batch.attention_mask.bool()
+    assert (g[real & (batch.segments > 0)] == 0).all(), "context never attends to spans"
+    assert (g[~real] == 0).all(), "padding is never attended to"
+    assert (g[real & (batch.segments == 0)] > 0).all(), "bidirectional context: all of it"
+
+
+def test_msg_gradient_of_one_span_never_reaches_another_span(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = masked_batch(tok, roles, corpus_ids, seed=1, mntp=False)
+    assert (batch.segments == 2).any(), "the batch needs texts with two spans"
+    only_span1 = batch.msg_labels.masked_fill(batch.segments != 1, IGNORE)
+    batch.msg_labels = only_span1
+    grads = EmbeddingGrads(model)
+    masked_view_losses(model, batch)["msg"].backward()
+    g = grads.per_token()
+    real = batch.attention_mask.bool()
+    assert (g[real & (batch.segments == 2)] == 0).all()
+    assert (g[~real] == 0).all()
+    assert (g[real & (batch.segments <= 1)] > 0).all()
+
+
+def test_sscl_gradient_reaches_every_real_token_and_no_padding(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = sentence_batch(tok, roles, corpus_ids)
+    grads = EmbeddingGrads(model)
+    sscl_loss(model, batch, mode="bidirectional", pooling="last").backward()
+    g = grads.per_token()
+    real = batch.attention_mask.bool()
+    assert (g[real] > 0).all()
+    assert (g[~real] == 0).all()
+
+
+def test_last_pooling_takes_the_sentence_end_state_of_each_row(tok, roles, corpus_ids):
+    batch = sentence_batch(tok, roles, corpus_ids)
+    hidden = torch.randn(*batch.input_ids.shape, 8, requires_grad=True)
+    z = pool(hidden, batch.pool_mask, "last")
+    z.sum().backward()
+    last = batch.attention_mask.sum(1) - 1  # right padding: <sentence_end> is the last real one
+    picked = hidden.grad.abs().sum(-1).nonzero()
+    assert picked[:, 1].tolist() == last.tolist()
+    assert (batch.input_ids[torch.arange(len(last)), last] == roles.sentence_end).all()
+
+
+def test_mean_pooling_averages_pooled_tokens_only():
+    hidden = torch.arange(12.0).reshape(1, 4, 3)
+    pooled = pool(hidden, torch.tensor([[0, 1, 1, 0]]), "mean")
+    torch.testing.assert_close(pooled, hidden[0, 1:3].mean(0, keepdim=True))
+    with pytest.raises(ValueError):
+        pool(hidden, torch.tensor([[0, 1, 1, 0]]), "cls")
+
+
+def test_info_nce_matches_its_formula():
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(4, 6), torch.randn(4, 6)
+    a = torch.nn.functional.normalize(z1, dim=-1)
+    b = torch.nn.functional.normalize(z2, dim=-1)
+    logits = a @ b.T / 0.05
+    manual = -(logits.diag() - logits.logsumexp(1)).mean()
+    torch.testing.assert_close(info_nce(z1, z2, 0.05), manual)
+    assert info_nce(torch.eye(4), torch.eye(4)).item() < 1e-6  # own positive, far negatives
+
+
+def test_token_loss_is_none_without_labels():
+    hidden = torch.randn(2, 3, 4)
+    assert token_loss(hidden, torch.full((2, 3), IGNORE), torch.nn.Linear(4, 5)) is None
+
+
+def test_attention_dropout_makes_two_passes_differ_and_is_restored(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    model.train()
+    batch = sentence_batch(tok, roles, corpus_ids)
+    # without dropout (config 0) the two halves (x, x) embed identically: loss is minimal
+    with torch.no_grad():
+        z0 = sscl_loss(model, batch)
+        with attention_dropout(model, 0.3) as n:
+            assert n == model.config.num_hidden_layers
+            z1 = sscl_loss(model, batch)
+    assert z1.item() > z0.item()
+    attn = decoder_parts(model)[0].layers[0].self_attn
+    assert attn.attention_dropout == 0.0
+
+
+def train_steps(model, loss_fn, steps=40, lr=1e-2) -> list[float]:
+    torch.manual_seed(0)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    history = []
+    for step in range(steps):
+        loss = loss_fn(step)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        history.append(loss.item())
+    return history
+
+
+def went_down(history: list[float], factor: float) -> bool:
+    return sum(history[-5:]) / 5 < factor * sum(history[:5]) / 5
+
+
+@pytest.mark.parametrize("name", ["mntp", "msg"])
+def test_token_losses_go_down_on_a_tiny_corpus(tok, roles, corpus_ids, name):
+    model = make_tiny_llama(len(tok))
+
+    def loss_fn(step):
+        batch = masked_batch(tok, roles, corpus_ids, seed=step % 4)  # 4 views of each text
+        return masked_view_losses(model, batch)[name]
+
+    history = train_steps(model, loss_fn)
+    assert went_down(history, 0.65), history
+
+
+def test_sscl_loss_goes_down_on_a_tiny_corpus(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = sentence_batch(tok, roles, corpus_ids)
+
+    def loss_fn(step):
+        with attention_dropout(model, 0.3):
+            return sscl_loss(model, batch)
+
+    history = train_steps(model, loss_fn)
+    assert went_down(history, 0.5), history
