@@ -1,0 +1,1 @@
+"""The Gradio app: thin layer over magnet_model (model work) and annotation_db (storage)."""
