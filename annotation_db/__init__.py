@@ -1,0 +1,91 @@
+"""annotation_db: the human-evaluation store for infilling studies (SQLAlchemy 2, no torch).
+
+Start with ``AnnotationStore`` (see README.md in this folder)::
+
+    store = AnnotationStore()                       # MAGNET_DB_URL / MAGNET_DB_PATH
+    store.create_study("pilot", items, outputs, questions=["appropriate", "likert:fluency"])
+    invite = store.invite("pilot", "Rater 1")       # invite.token goes in the link
+    item = store.next_item(invite.token)            # blind: labels A, B, ... and texts only
+    store.submit(invite.token, item.assignment_id, {"A": {"appropriate": True, ...}, ...})
+    store.results("pilot").to_dict()
+"""
+
+from .errors import (
+    AlreadySubmittedError,
+    AnnotationError,
+    DuplicateError,
+    ImportFormatError,
+    InvalidInputError,
+    NotAssignedError,
+    NotFoundError,
+    StudyClosedError,
+    UnknownTokenError,
+    UnsupportedError,
+)
+from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
+from .io import export_rows, read_items, read_outputs, write_items
+from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
+from .results import StudyResults
+from .settings import DBSettings, default_db_path, sqlite_url
+from .store import ARENA_STUDY, AnnotationStore, label_of
+from .views import (
+    Invite,
+    ItemIn,
+    OutputIn,
+    RaterItem,
+    RaterOutput,
+    RaterProgress,
+    RaterSession,
+    RaterStatus,
+    StudyInfo,
+    StudyProgress,
+    SubmitReceipt,
+    VoteReceipt,
+)
+
+__all__ = [
+    "ALL_BAD",
+    "ARENA_STUDY",
+    "AlreadySubmittedError",
+    "AnnotationError",
+    "AnnotationStore",
+    "DBSettings",
+    "DuplicateError",
+    "GOLD_CORRUPTED",
+    "GOLD_ORIGINAL",
+    "ImportFormatError",
+    "InvalidInputError",
+    "Invite",
+    "ItemIn",
+    "NotAssignedError",
+    "NotFoundError",
+    "OutputIn",
+    "Question",
+    "RaterItem",
+    "RaterOutput",
+    "RaterProgress",
+    "RaterSession",
+    "RaterStatus",
+    "StudyClosedError",
+    "StudyInfo",
+    "StudyProgress",
+    "StudyResults",
+    "SubmitReceipt",
+    "TIE",
+    "UnknownTokenError",
+    "UnsupportedError",
+    "VoteReceipt",
+    "appropriate",
+    "comment",
+    "default_db_path",
+    "export_rows",
+    "fill_blanks",
+    "label_of",
+    "likert",
+    "make_gold_items",
+    "preference",
+    "read_items",
+    "read_outputs",
+    "sqlite_url",
+    "write_items",
+]

@@ -1,0 +1,103 @@
+"""``python -m annotation_db``: run a study without the app (backup, export, import, results).
+
+The database comes from ``--db URL`` or ``--db-path FILE``, else ``MAGNET_DB_URL`` /
+``MAGNET_DB_PATH`` (see settings). Errors print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .errors import AnnotationError
+from .io import FORMATS, read_items, read_outputs
+from .settings import DBSettings
+from .store import AnnotationStore
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m annotation_db", description=__doc__)
+    p.add_argument("--db", help="SQLAlchemy URL (default: MAGNET_DB_URL)")
+    p.add_argument("--db-path", help="SQLite file (default: MAGNET_DB_PATH)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    b = sub.add_parser("backup", help="copy the live SQLite database (online backup API)")
+    b.add_argument("dest")
+    b.add_argument("--overwrite", action="store_true")
+
+    e = sub.add_parser("export", help="write every rating of a study")
+    e.add_argument("--study", required=True)
+    e.add_argument("--format", choices=FORMATS, default="jsonl")
+    e.add_argument("out", help="file (csv, jsonl) or folder (datasets)")
+
+    c = sub.add_parser("create-study", help="create a study from items and outputs files")
+    c.add_argument("--name", required=True)
+    c.add_argument("--items", required=True, help=".jsonl or .csv")
+    c.add_argument("--outputs", required=True, help=".jsonl or .csv")
+    c.add_argument(
+        "--questions",
+        default="appropriate",
+        help="comma-separated: appropriate, likert:NAME, preference, comment",
+    )
+    c.add_argument("--raters-per-item", type=int, default=3)
+    c.add_argument("--instructions", help="Markdown file shown to raters")
+
+    i = sub.add_parser("invite", help="create raters and print their tokens")
+    i.add_argument("--study", required=True)
+    i.add_argument("names", nargs="+")
+
+    for name, help_ in (("progress", "progress per rater"), ("results", "results as JSON")):
+        x = sub.add_parser(name, help=help_)
+        x.add_argument("--study", required=True)
+    sub.choices["results"].add_argument("--exclude-failing-share", type=float)
+    sub.add_parser("studies", help="list studies")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        store = AnnotationStore(settings=DBSettings.from_env(url=args.db, path=args.db_path))
+        with store:
+            return _run(store, args)
+    except AnnotationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
+    if args.cmd == "backup":
+        print(store.backup(args.dest, overwrite=args.overwrite))
+    elif args.cmd == "export":
+        print(store.export(args.study, args.format, args.out))
+    elif args.cmd == "create-study":
+        instructions = ""
+        if args.instructions:
+            with open(args.instructions, encoding="utf-8") as f:
+                instructions = f.read()
+        info = store.create_study(
+            args.name,
+            read_items(args.items),
+            read_outputs(args.outputs),
+            questions=[q for q in args.questions.split(",") if q.strip()],
+            raters_per_item=args.raters_per_item,
+            instructions=instructions,
+        )
+        print(
+            f"created study {info.name!r}: {info.n_items} items, {info.n_gold} gold,"
+            f" systems {info.systems}"
+        )
+    elif args.cmd == "invite":
+        for inv in store.invite_many(args.study, args.names):
+            print(f"{inv.display_name}\t{inv.token}")
+    elif args.cmd == "progress":
+        print(json.dumps(store.progress(args.study).to_dict(), indent=2, default=str))
+    elif args.cmd == "results":
+        res = store.results(args.study, exclude_failing_share=args.exclude_failing_share)
+        print(json.dumps(res.to_dict(), indent=2))
+    elif args.cmd == "studies":
+        for st in store.list_studies():
+            print(f"{st.name}\t{st.status}\t{st.n_items} items\t{st.n_raters} raters")
+    return 0

@@ -1,0 +1,332 @@
+"""Study results: what a researcher reports, computed from one consistent snapshot.
+
+Gold (attention-check) items never count toward system results. Raters whose attention-check
+failure share exceeds ``exclude_failing_share`` are left out of every number except the
+attention table itself, which lists who was excluded and why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .errors import InvalidInputError
+from .questions import ALL_BAD, TIE, Question
+from .schema import Assignment, Item, Output, Rater, Rating, Study
+from .stats import (
+    MeanCI,
+    Proportion,
+    bootstrap_mean,
+    bootstrap_pairwise,
+    krippendorff_alpha,
+    wilson_interval,
+)
+from .views import StudyProgress
+
+
+@dataclass(frozen=True)
+class SystemResult:
+    system: str
+    n_outputs: int
+    n_ratings: int
+    appropriate: Proportion | None
+    likert: dict[str, MeanCI] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    system_a: str
+    system_b: str
+    n: float  # judgments comparing the two (a tie counts once)
+    win_rate_a: float  # share won by a, ties counted half
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class BTScore:
+    system: str
+    score: float  # natural-log strength, mean 0 over systems; P(a beats b) = 1/(1+e^(b-a))
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Agreement:
+    question: str
+    level: str
+    alpha: float | None
+    n_units: int
+    n_raters: int
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    rater_id: int
+    display_name: str
+    gold_done: int
+    gold_failed: int
+    failure_share: float | None
+    excluded: bool
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    n: int
+    median_s: float | None
+    mean_s: float | None
+    p90_s: float | None
+
+
+@dataclass(frozen=True)
+class StudyResults:
+    study: str
+    confidence: float
+    exclude_failing_share: float | None
+    n_raters_included: int
+    n_raters_excluded: int
+    n_judgments: int
+    systems: list[SystemResult]
+    pairwise: list[PairwiseResult]
+    bradley_terry: list[BTScore]
+    preference_counts: dict[str, int]
+    agreement: list[Agreement]
+    attention: list[AttentionResult]
+    time_per_item: TimeStats
+    progress: StudyProgress
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: NaN becomes None."""
+        return _clean(asdict(self))
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "isoformat"):
+        return x.isoformat()
+    return x
+
+
+def compute_results(
+    s: Session,
+    study: Study,
+    *,
+    exclude_failing_share: float | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    bt_prior: float = 0.5,
+) -> StudyResults:
+    from .store import _questions, _study_progress  # shared helpers, no import cycle at load
+
+    if exclude_failing_share is not None and not 0 <= exclude_failing_share <= 1:
+        raise InvalidInputError("exclude_failing_share must be between 0 and 1")
+    qs: list[Question] = _questions(study)
+
+    assignments = s.execute(
+        select(Assignment, Item.is_gold)
+        .join(Item, Item.id == Assignment.item_id)
+        .where(Item.study_id == study.id, Assignment.completed_at.is_not(None))
+    ).all()
+    raters = {r.id: r for r in s.scalars(select(Rater).where(Rater.study_id == study.id))}
+
+    # -- attention checks
+    gold_done: dict[int, int] = defaultdict(int)
+    gold_failed: dict[int, int] = defaultdict(int)
+    for a, is_gold in assignments:
+        if is_gold:
+            gold_done[a.rater_id] += 1
+            gold_failed[a.rater_id] += a.gold_passed is False
+    attention, excluded = [], set()
+    for rid, r in sorted(raters.items()):
+        share = gold_failed[rid] / gold_done[rid] if gold_done[rid] else None
+        out = (
+            exclude_failing_share is not None
+            and share is not None
+            and share > exclude_failing_share
+        )
+        if out:
+            excluded.add(rid)
+        attention.append(
+            AttentionResult(rid, r.display_name, gold_done[rid], gold_failed[rid], share, out)
+        )
+    regular = [a for a, g in assignments if not g and a.rater_id not in excluded]
+
+    # -- per-output ratings
+    outputs = {
+        o.id: o
+        for o in s.scalars(
+            select(Output).join(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+    }
+    ratings = [
+        r
+        for r in s.scalars(
+            select(Rating)
+            .join(Output)
+            .join(Item)
+            .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+        if r.rater_id not in excluded
+    ]
+    system_names = sorted({o.system for o in outputs.values()})
+    sys_index = {name: i for i, name in enumerate(system_names)}
+    by_system: dict[str, list[Rating]] = defaultdict(list)
+    for r in ratings:
+        by_system[outputs[r.output_id].system].append(r)
+    n_outputs = defaultdict(int)
+    for o in outputs.values():
+        n_outputs[o.system] += 1
+
+    systems = []
+    for name in system_names:
+        rs = by_system[name]
+        appr = None
+        if any(q.kind == "appropriate" for q in qs):
+            yes = [r.answers["appropriate"] for r in rs if "appropriate" in r.answers]
+            appr = wilson_interval(sum(bool(v) for v in yes), len(yes), confidence)
+        likert = {}
+        for q in qs:
+            if q.kind != "likert":
+                continue
+            # Cluster bootstrap by item: average the raters of each item first, so that an
+            # item rated by many raters does not weigh more than the others.
+            per_item: dict[int, list[int]] = defaultdict(list)
+            for r in rs:
+                if q.name in r.answers:
+                    per_item[outputs[r.output_id].item_id].append(r.answers[q.name])
+            means = [float(np.mean(v)) for v in per_item.values()]
+            ci = bootstrap_mean(means, confidence, max(n_resamples, 1000), seed)
+            n_ratings = sum(len(v) for v in per_item.values())
+            likert[q.name] = MeanCI(n_ratings, ci.mean, ci.low, ci.high)
+        systems.append(SystemResult(name, n_outputs[name], len(rs), appr, likert))
+
+    # -- preferences: pairwise win rates and Bradley-Terry
+    pref_counts = {"choice": 0, TIE: 0, ALL_BAD: 0}
+    contributions = []
+    S = len(system_names)
+    for a in regular:
+        if a.preference is None:
+            continue
+        pref_counts[a.preference] += 1
+        shown = [sys_index[outputs[oid].system] for oid in a.output_order if oid in outputs]
+        m = np.zeros((S, S))
+        if a.preference == "choice":
+            w = sys_index[outputs[a.preferred_output_id].system]
+            for other in shown:
+                if other != w:
+                    m[w, other] += 1
+        elif a.preference == TIE:
+            for i in shown:
+                for j in shown:
+                    if i != j:
+                        m[i, j] += 0.5
+        else:  # all_bad says nothing about which is better
+            continue
+        contributions.append(m)
+    pairwise, bt = [], []
+    if contributions:
+        pb = bootstrap_pairwise(
+            np.stack(contributions),
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            prior=bt_prior,
+        )
+        for i in range(S):
+            for j in range(i + 1, S):
+                if pb.counts[i, j] > 0:
+                    pairwise.append(
+                        PairwiseResult(
+                            system_names[i],
+                            system_names[j],
+                            float(pb.counts[i, j]),
+                            float(pb.win_rate[i, j]),
+                            float(pb.win_low[i, j]),
+                            float(pb.win_high[i, j]),
+                        )
+                    )
+        order = np.argsort(-pb.scores)
+        bt = [
+            BTScore(
+                system_names[i],
+                float(pb.scores[i]),
+                float(pb.scores_low[i]),
+                float(pb.scores_high[i]),
+            )
+            for i in order
+        ]
+
+    # -- agreement (Krippendorff's alpha over included raters)
+    rater_ids = sorted({r.rater_id for r in ratings} | {a.rater_id for a in regular})
+    rix = {rid: i for i, rid in enumerate(rater_ids)}
+    agreement = []
+    out_ids = sorted(outputs)
+    oix = {oid: i for i, oid in enumerate(out_ids)}
+    for q in qs:
+        if q.kind in ("appropriate", "likert"):
+            mat = np.full((len(rater_ids), len(out_ids)), np.nan)
+            for r in ratings:
+                if q.name in r.answers:
+                    mat[rix[r.rater_id], oix[r.output_id]] = float(r.answers[q.name])
+            level = "nominal" if q.kind == "appropriate" else "ordinal"
+        elif q.kind == "preference":
+            items = sorted({a.item_id for a in regular if a.preference is not None})
+            iix = {iid: i for i, iid in enumerate(items)}
+            mat = np.full((len(rater_ids), len(items)), np.nan)
+            codes = {TIE: 0.0, ALL_BAD: -1.0}
+            for a in regular:
+                if a.preference is not None:
+                    v = (
+                        float(a.preferred_output_id)
+                        if a.preference == "choice"
+                        else codes[a.preference]
+                    )
+                    mat[rix[a.rater_id], iix[a.item_id]] = v
+            level = "nominal"
+        else:
+            continue
+        pairable = int(((~np.isnan(mat)).sum(axis=0) >= 2).sum()) if mat.size else 0
+        alpha = krippendorff_alpha(mat, level) if mat.size else None
+        n_r = int((~np.isnan(mat)).any(axis=1).sum()) if mat.size else 0
+        agreement.append(Agreement(q.name, level, alpha, pairable, n_r))
+
+    # -- time per item
+    secs = []
+    for a in regular:
+        if a.shown_at is not None and a.completed_at is not None:
+            secs.append((a.completed_at - a.shown_at).total_seconds())
+    times = TimeStats(
+        len(secs),
+        float(np.median(secs)) if secs else None,
+        float(np.mean(secs)) if secs else None,
+        float(np.quantile(secs, 0.9)) if secs else None,
+    )
+
+    return StudyResults(
+        study=study.name,
+        confidence=confidence,
+        exclude_failing_share=exclude_failing_share,
+        n_raters_included=len(raters) - len(excluded),
+        n_raters_excluded=len(excluded),
+        n_judgments=len(regular),
+        systems=systems,
+        pairwise=pairwise,
+        bradley_terry=bt,
+        preference_counts=pref_counts,
+        agreement=agreement,
+        attention=attention,
+        time_per_item=times,
+        progress=_study_progress(s, study),
+    )
