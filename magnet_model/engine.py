@@ -1,0 +1,819 @@
+"""The inference engine: one base model in memory serving several adapters, switched per call.
+
+- infill(text): MAGNET infilling. The context (with one <blank> per blank) is encoded ONCE with
+  the hybrid mask, then every blank's span is decoded token by token from a KV cache, all spans
+  side by side (one query row per unfinished span per step). Per-step 4-D masks let span k see
+  the context and its own earlier tokens, never another span's; positions come from the layout
+  (layout.build_hybrid, the contract shared with MSG training). A span stops by itself when the
+  model predicts <span_end>, or is cut at a maximum / fixed length.
+  infill_reference() does the same re-encoding everything at each step (tests and benchmarks).
+- infill_prompted(text, shots=0|5): the paper's baselines, the base LLM asked in a prompt
+  (templates in prompts.py).
+- continue_text(prompt): causal generation with the cache, a generator of text pieces.
+- embed_sentences(texts) / embed_tokens(text): representations as MAGNET.md says, from the
+  inner model's hidden states (the LM head is never run for embeddings).
+
+Adapters: None or "base" = adapter off; any name loaded by loading.load_model. The engine
+owns the model: every forward runs under one lock with the adapter for that call switched on,
+so calls from several threads (Gradio) never see another call's adapter or cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import prompts
+from .adapter_meta import AdapterMeta, load_meta
+from .errors import InputError
+from .layout import HybridSequence, build_hybrid
+from .loading import LoadedModel, load_model
+from .masks import additive, allowed_mask, position_ids_for
+from .settings import ModelSpec
+from .tokens import TokenRoles, choose_token_roles
+
+BASE = "base"
+DEFAULT_MARKER = "[blank]"
+
+
+# ---------------------------------------------------------------- errors
+
+
+class EmptyInputError(InputError):
+    """The text (or prompt) is empty."""
+
+
+class NoBlankError(InputError):
+    """An infill request without a blank marker."""
+
+
+class TooManyBlanksError(InputError):
+    """More blanks than the engine fills in one request."""
+
+
+class UnknownAdapterError(InputError):
+    """An adapter name that is not loaded."""
+
+
+class InputTooLongError(InputError):
+    """The input (plus what is to be generated) exceeds the model's context."""
+
+
+# ---------------------------------------------------------------- config and results
+
+
+@dataclass
+class EngineConfig:
+    max_input_tokens: int | None = None  # None: the model's max_position_embeddings
+    max_blanks: int = 8
+    max_span_tokens: int = 48  # default cap of one span (paper spans: 8-32 tokens)
+    max_new_tokens: int = 128  # default continuation length
+    embed_max_tokens: int = 512  # longer sentences are truncated (as sentence-transformers)
+
+
+@dataclass
+class FilledSpan:
+    text: str
+    token_ids: list[int]
+    start: int  # character offsets of the span in InfillResult.filled
+    end: int
+    end_reason: str  # "end": stopped by itself; "max": cut at the maximum; "fixed": fixed length
+
+    @property
+    def stopped(self) -> bool:
+        return self.end_reason == "end"
+
+
+@dataclass
+class InfillResult:
+    text: str  # the input, with its blank markers
+    filled: str
+    spans: list[FilledSpan]
+    system: str  # "magnet", "zero-shot", "five-shot"
+    adapter: str
+    context_tokens: int
+    seconds: float  # whole call
+    encode_seconds: float  # context (or prompt) encoding
+    decode_seconds: float  # span decoding
+    seed: int | None = None
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.spans)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.generated_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    def highlighted(self) -> list[tuple[str, str | None]]:
+        """(piece, label) pairs for gr.HighlightedText: spans labelled 'blank 1', 'blank 2'..."""
+        out, at = [], 0
+        for k, s in enumerate(self.spans, start=1):
+            if s.start > at:
+                out.append((self.filled[at : s.start], None))
+            out.append((self.filled[s.start : s.end], f"blank {k}"))
+            at = s.end
+        if at < len(self.filled):
+            out.append((self.filled[at:], None))
+        return out
+
+
+@dataclass
+class Continuation:
+    prompt: str
+    text: str  # the generated text only
+    token_ids: list[int]
+    adapter: str
+    prompt_tokens: int
+    seconds: float
+    first_token_seconds: float  # prompt encoding + first token
+    stop_reason: str  # "eos" or "max"
+    seed: int | None = None
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Decoding speed after the first token (the prompt encoding excluded)."""
+        rest = self.seconds - self.first_token_seconds
+        return (len(self.token_ids) - 1) / rest if len(self.token_ids) > 1 and rest > 0 else 0.0
+
+
+@dataclass
+class TokenVectors:
+    tokens: list[str]
+    token_ids: list[int]
+    offsets: list[tuple[int, int]]  # character span of each token in the text
+    vectors: np.ndarray  # (n_tokens, hidden)
+
+
+@dataclass
+class _Sampling:
+    do_sample: bool
+    temperature: float
+    top_p: float
+    seed: int | None
+    generator: torch.Generator | None = None
+
+
+@dataclass
+class _InfillJob:
+    pieces: list[str]  # the text between blanks, as typed (n + 1 pieces)
+    gaps: list[str]  # whitespace typed right before each blank (not given to the model)
+    piece_ids: list[list[int]]
+    seq: HybridSequence  # context + one <span_start> per blank
+    limits: list[int]  # max tokens per span
+    fixed: list[bool]  # whether the limit is a fixed length
+    roles: TokenRoles
+    bos: int | None
+    min_tokens: int = 1
+
+
+@dataclass
+class _SentencePlan:
+    """How one adapter turns a sentence into a vector (see embed_sentences)."""
+
+    mode: str
+    pooling: str
+    prefix: list[int] = field(default_factory=list)  # [bos] + instruction tokens
+    end: list[int] = field(default_factory=list)  # [<sentence_end>] or nothing
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def split_blanks(text: str, marker: str = DEFAULT_MARKER, max_blanks: int = 8) -> list[str]:
+    """text -> the n + 1 pieces around its n blanks, with typed errors for bad input."""
+    if not text or not text.strip():
+        raise EmptyInputError("The text is empty; type a text with at least one blank.")
+    if not marker:
+        raise InputError("The blank marker must not be empty.")
+    pieces = text.split(marker)
+    n = len(pieces) - 1
+    if n == 0:
+        raise NoBlankError(f"The text has no blank; put {marker} where words are missing.")
+    if n > max_blanks:
+        raise TooManyBlanksError(
+            f"The text has {n} blanks; at most {max_blanks} are filled at once."
+        )
+    if not "".join(pieces).strip():
+        raise EmptyInputError("The text has only blanks; give some context around them.")
+    return pieces
+
+
+def _per_blank(value, n: int, what: str) -> list:
+    if value is None or isinstance(value, int):
+        return [value] * n
+    value = list(value)
+    if len(value) != n:
+        raise InputError(f"{what} has {len(value)} entries for {n} blanks; give one per blank.")
+    return value
+
+
+def _sample(logits: torch.Tensor, s: _Sampling) -> torch.Tensor:
+    """(rows, vocab) logits -> one token per row: argmax, or temperature + top-p sampling."""
+    if not s.do_sample:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / s.temperature, dim=-1)
+    if s.top_p < 1.0:
+        sorted_p, idx = probs.sort(dim=-1, descending=True)
+        drop = sorted_p.cumsum(-1) - sorted_p > s.top_p  # keep the smallest set reaching top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+    return torch.multinomial(probs, 1, generator=s.generator).squeeze(-1)
+
+
+def assemble(pieces: list[str], gaps: list[str], spans: list[str]) -> tuple[str, list[tuple]]:
+    """Pieces with the span texts in the blanks -> (filled text, (start, end) per span).
+
+    The whitespace typed before a blank is kept only if the span does not bring its own;
+    offsets leave out a span's surrounding whitespace so highlighting covers the words.
+    """
+    out: list[str] = []
+    length = 0
+    offsets = []
+    for i, piece in enumerate(pieces):
+        out.append(piece)
+        length += len(piece)
+        if i == len(spans):
+            break
+        span = spans[i]
+        lead = span[: len(span) - len(span.lstrip())] or gaps[i]
+        core = span.strip()
+        tail = span[len(span.rstrip()) :] if core else ""
+        start = length + len(lead)
+        offsets.append((start, start + len(core)))
+        piece_text = lead + core + tail
+        out.append(piece_text)
+        length += len(piece_text)
+    return "".join(out), offsets
+
+
+def _decode_after(tokenizer, context: list[int], ids: list[int]) -> str:
+    """Text of ids as it reads after context (spaces and merged bytes at the seam right)."""
+    return tokenizer.decode(context + ids)[len(tokenizer.decode(context)) :]
+
+
+class _TextStream:
+    """Incremental detokenizer: O(1) work per token, correct across merged bytes and spaces."""
+
+    def __init__(self, tokenizer, context_ids: list[int]):
+        self.tok = tokenizer
+        self.ids = list(context_ids[-4:])
+        self.prefix = 0
+        self.read = len(self.ids)
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        now = self.tok.decode(self.ids[self.prefix :])
+        if len(now) > len(before) and not now.endswith("\ufffd"):
+            self.prefix, self.read = self.read, len(self.ids)
+            return now[len(before) :]
+        return ""
+
+    def flush(self) -> str:
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        now = self.tok.decode(self.ids[self.prefix :])
+        self.prefix = self.read = len(self.ids)
+        return now[len(before) :]
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class Engine:
+    """One LoadedModel (base + named adapters) behind infill / continue / embed calls."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        config: EngineConfig | None = None,
+        metas: dict[str, AdapterMeta] | None = None,
+    ):
+        self.loaded = loaded
+        self.config = config or EngineConfig()
+        self.tokenizer = loaded.tokenizer
+        self.model = loaded.model
+        self._peft = self.model if hasattr(self.model, "peft_config") else None
+        self._lm = self._peft.get_base_model() if self._peft is not None else self.model
+        self._inner = self._lm.get_decoder()  # hidden states without the LM head
+        self._head = self._lm.get_output_embeddings()
+        params = inspect.signature(self._inner.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._lock = threading.RLock()
+        self._active: str | None = None  # adapter state the model is in (None: unknown)
+        self._metas = {n: _find_meta(ref) for n, ref in loaded.adapters.items()}
+        self._metas.update(metas or {})
+        self._default_roles: TokenRoles | None = None
+        cap = getattr(self._lm.config, "max_position_embeddings", None) or 2048
+        self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec | None = None, config: EngineConfig | None = None) -> Engine:
+        return cls(load_model(spec), config)
+
+    # ------------------------------------------------------------ adapters
+
+    @property
+    def adapter_names(self) -> list[str]:
+        """Loaded adapters, without 'base' (which is always available)."""
+        return list(self._peft.peft_config) if self._peft is not None else []
+
+    def resolve_adapter(self, adapter: str | None) -> str:
+        if adapter is None or adapter == BASE:
+            return BASE
+        if adapter in self.adapter_names:
+            return adapter
+        known = ", ".join([BASE, *self.adapter_names])
+        raise UnknownAdapterError(f"No adapter named '{adapter}' is loaded; available: {known}.")
+
+    def meta(self, adapter: str | None) -> AdapterMeta | None:
+        name = self.resolve_adapter(adapter)
+        return None if name == BASE else self._metas.get(name)
+
+    def roles(self, adapter: str | None) -> TokenRoles:
+        meta = self.meta(adapter)
+        if meta is not None:
+            return meta.token_roles
+        if self._default_roles is None:
+            self._default_roles = choose_token_roles(self.tokenizer)
+        return self._default_roles
+
+    def bos(self, adapter: str | None) -> int | None:
+        """The BOS used in layouts: the trainer's record if any, else what the tokenizer adds."""
+        meta = self.meta(adapter)
+        if meta is not None and "bos" in meta.training:
+            return meta.training["bos"]
+        bos = self.tokenizer.bos_token_id
+        if bos is None:
+            return None
+        probe = self.tokenizer("a").input_ids
+        return bos if probe and probe[0] == bos else None
+
+    def _switch(self, name: str) -> None:
+        if self._active == name or self._peft is None:
+            return
+        if name == BASE:
+            self._peft.base_model.disable_adapter_layers()
+        else:
+            self._peft.base_model.enable_adapter_layers()
+            self._peft.set_adapter(name, inference_mode=True)
+        self._active = name
+
+    @contextlib.contextmanager
+    def using(self, adapter: str | None):
+        """Exclusive use of the model with one adapter on (or off, for 'base')."""
+        name = self.resolve_adapter(adapter)
+        with self._lock, torch.inference_mode():
+            self._switch(name)
+            yield name
+
+    # ------------------------------------------------------------ model calls
+
+    @property
+    def device(self) -> torch.device:
+        return self._head.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._head.weight.dtype
+
+    def _tensor(self, rows) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _hidden(self, ids, mask=None, positions=None, cache=None) -> torch.Tensor:
+        """Last hidden states (B, T, H); mask is a 4-D additive mask or None (causal)."""
+        kwargs = {self._cache_kw: cache, "use_cache": cache is not None}
+        out = self._inner(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
+        return out.last_hidden_state
+
+    def _new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self._lm.config)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def _sampling(self, do_sample, temperature, top_p, seed) -> _Sampling:
+        if do_sample and not temperature > 0:
+            raise InputError(f"temperature must be above 0 for sampling, not {temperature}.")
+        if not 0 < top_p <= 1:
+            raise InputError(f"top_p must be in (0, 1], not {top_p}.")
+        if not do_sample:
+            return _Sampling(False, temperature, top_p, None)
+        seed = int.from_bytes(os.urandom(7), "little") if seed is None else int(seed)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        return _Sampling(True, temperature, top_p, seed, gen)
+
+    # ------------------------------------------------------------ infilling (MAGNET)
+
+    def _infill_job(self, text, marker, adapter, max_span_tokens, fixed_lengths) -> _InfillJob:
+        pieces = split_blanks(text, marker, self.config.max_blanks)
+        n = len(pieces) - 1
+        maxes = _per_blank(max_span_tokens, n, "max_span_tokens")
+        fixed = _per_blank(fixed_lengths, n, "fixed_lengths")
+        limits = []
+        for m, f in zip(maxes, fixed, strict=True):
+            lim = f if f is not None else (m if m is not None else self.config.max_span_tokens)
+            if not isinstance(lim, int) or lim < 1:
+                raise InputError(f"A span length must be a whole number of at least 1, not {lim}.")
+            limits.append(lim)
+        roles = self.roles(adapter)
+        stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
+        gaps = [p[len(s) :] for p, s in zip(pieces[:-1], stripped, strict=False)]
+        piece_ids = [self._encode(p) for p in stripped]
+        bos = self.bos(adapter)
+        seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, with_end=False)
+        need = seq.context_length + max(limits)
+        if need > self.max_input_tokens:
+            raise InputTooLongError(
+                f"The text is {seq.context_length} tokens long; with spans of up to "
+                f"{max(limits)} tokens it needs {need} positions, more than the limit of "
+                f"{self.max_input_tokens}. Shorten the text or the span length."
+            )
+        is_fixed = [f is not None for f in fixed]
+        return _InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, bos)
+
+    def _span_loop(self, job: _InfillJob, s: _Sampling, step: Callable) -> tuple:
+        """Decode all spans side by side; step(active, generated) -> logits of active spans."""
+        n = len(job.limits)
+        roles = job.roles
+        ends = [roles.span_end] + [e for e in [self.tokenizer.eos_token_id] if e is not None]
+        banned = [roles.mask, roles.blank, roles.span_start]
+        generated: list[list[int]] = [[] for _ in range(n)]
+        reasons = [""] * n
+        active = list(range(n))
+        t0 = time.perf_counter()
+        encode_seconds = None
+        while active:
+            logits = step(active, generated).float()
+            if encode_seconds is None:  # the first step encodes the context
+                encode_seconds = time.perf_counter() - t0
+            logits[:, banned] = float("-inf")
+            for row, k in enumerate(active):
+                if len(generated[k]) < job.min_tokens or job.fixed[k]:
+                    logits[row, ends] = float("-inf")  # the span may not end yet
+            picks = _sample(logits, s).tolist()
+            still = []
+            for k, tok in zip(active, picks, strict=True):
+                if tok in ends:
+                    reasons[k] = "end"
+                    continue
+                generated[k].append(tok)
+                if len(generated[k]) >= job.limits[k]:
+                    reasons[k] = "fixed" if job.fixed[k] else "max"
+                else:
+                    still.append(k)
+            active = still
+        decode_seconds = time.perf_counter() - t0 - encode_seconds
+        return generated, reasons, encode_seconds, decode_seconds
+
+    def _cached_step(self, job: _InfillJob) -> Callable:
+        """Context + <span_start>s encoded once; then one new token per active span per step."""
+        seq = job.seq
+        ctx = seq.context_length
+        capacity = len(seq.input_ids) + sum(job.limits)
+        key_seg = torch.zeros(capacity, dtype=torch.long, device=self.device)
+        key_seg[: len(seq.segments)] = self._tensor(seq.segments)
+        state = {"cache": self._new_cache(), "kv": 0}
+
+        def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
+            cache = state["cache"]
+            if state["kv"] == 0:  # first step: every span is active and empty
+                ids = self._tensor([seq.input_ids])
+                seg = self._tensor([seq.segments])
+                mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), self.dtype)
+                pos = self._tensor([seq.position_ids])
+                state["kv"] = len(seq.input_ids)
+                return self._head(self._hidden(ids, mask, pos, cache)[0, ctx:])
+            kv = state["kv"]
+            q_seg = self._tensor([k + 1 for k in active])
+            key_seg[kv : kv + len(active)] = q_seg
+            kv += len(active)
+            state["kv"] = kv
+            keys = key_seg[:kv]
+            allowed = (keys == 0)[None, :] | (keys[None, :] == q_seg[:, None])
+            ids = self._tensor([[generated[k][-1] for k in active]])
+            pos = self._tensor([[seq.blank_positions[k] + len(generated[k]) for k in active]])
+            h = self._hidden(ids, additive(allowed[None, None], self.dtype), pos, cache)
+            return self._head(h[0])
+
+        return step
+
+    def _reference_step(self, job: _InfillJob) -> Callable:
+        """The slow path: the whole layout (context + all spans so far) re-encoded every step."""
+
+        def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
+            seq = build_hybrid(job.piece_ids, generated, job.roles, job.bos, with_end=False)
+            ids = self._tensor([seq.input_ids])
+            seg = self._tensor([seq.segments])
+            mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), self.dtype)
+            h = self._hidden(ids, mask, self._tensor([seq.position_ids]))[0]
+            last = [max(i for i, g in enumerate(seq.segments) if g == k + 1) for k in active]
+            return self._head(h[last])
+
+        return step
+
+    def infill(
+        self,
+        text: str,
+        adapter: str | None = "magnet",
+        marker: str = DEFAULT_MARKER,
+        max_span_tokens: int | Sequence[int] | None = None,
+        fixed_lengths: int | Sequence[int | None] | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        reference: bool = False,
+    ) -> InfillResult:
+        """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
+
+        reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
+        """
+        t0 = time.perf_counter()
+        job = self._infill_job(text, marker, adapter, max_span_tokens, fixed_lengths)
+        s = self._sampling(do_sample, temperature, top_p, seed)
+        with self.using(adapter) as name:
+            step = self._reference_step(job) if reference else self._cached_step(job)
+            generated, reasons, enc, dec = self._span_loop(job, s, step)
+        texts = [self.tokenizer.decode(g) for g in generated]
+        filled, offsets = assemble(job.pieces, job.gaps, texts)
+        spans = [
+            FilledSpan(t, g, a, b, r)
+            for t, g, (a, b), r in zip(texts, generated, offsets, reasons, strict=True)
+        ]
+        seconds = time.perf_counter() - t0
+        ctx = job.seq.context_length
+        return InfillResult(text, filled, spans, "magnet", name, ctx, seconds, enc, dec, s.seed)
+
+    def infill_reference(self, text: str, **kwargs) -> InfillResult:
+        return self.infill(text, reference=True, **kwargs)
+
+    # ------------------------------------------------------------ causal generation
+
+    def _check_prompt(self, n_prompt: int, n_new: int) -> None:
+        if n_prompt + n_new > self.max_input_tokens:
+            raise InputTooLongError(
+                f"The prompt is {n_prompt} tokens long; with {n_new} new tokens it exceeds the "
+                f"limit of {self.max_input_tokens} tokens. Shorten it or generate fewer tokens."
+            )
+
+    def _causal_tokens(
+        self, name: str, ids: list[int], max_new: int, s: _Sampling, stop: set[int]
+    ) -> Iterator[int]:
+        """Token ids one by one from a KV cache; the lock is held per step, not across yields."""
+        cache = self._new_cache()
+        feed = self._tensor([ids])
+        pos = len(ids)
+        for i in range(max_new):
+            with self.using(name):
+                positions = None if i == 0 else self._tensor([[pos - 1]])
+                h = self._hidden(feed, None, positions, cache)[:, -1]
+                tok = int(_sample(self._head(h).float(), s)[0])
+            if tok in stop:
+                return
+            yield tok
+            feed = self._tensor([[tok]])
+            pos += 1
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        if not prompt or not prompt.strip():
+            raise EmptyInputError("The prompt is empty; type the beginning of a text.")
+        return self.tokenizer(prompt).input_ids  # the tokenizer's own BOS, if it adds one
+
+    def _continue_events(self, prompt, adapter, max_new_tokens, s) -> Iterator[tuple]:
+        """Eagerly validated; yields (token id or None, text piece, stop reason or None)."""
+        name = self.resolve_adapter(adapter)
+        ids = self._prompt_ids(prompt)
+        max_new = max_new_tokens or self.config.max_new_tokens
+        self._check_prompt(len(ids), max_new)
+        stop = {t for t in [self.tokenizer.eos_token_id] if t is not None}
+
+        def events():
+            stream = _TextStream(self.tokenizer, ids)
+            n = 0
+            for tok in self._causal_tokens(name, ids, max_new, s, stop):
+                n += 1
+                yield tok, stream.push(tok), None
+            yield None, stream.flush(), "max" if n == max_new else "eos"
+
+        return events()
+
+    def continue_text(
+        self,
+        prompt: str,
+        adapter: str | None = None,
+        max_new_tokens: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> Iterator[str]:
+        """Stream the continuation of prompt as text pieces (causal mask, KV cache)."""
+        s = self._sampling(do_sample, temperature, top_p, seed)
+        events = self._continue_events(prompt, adapter, max_new_tokens, s)
+        return (piece for _, piece, _ in events if piece)
+
+    def generate(
+        self,
+        prompt: str,
+        adapter: str | None = None,
+        max_new_tokens: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> Continuation:
+        """continue_text without streaming: the whole continuation, its tokens and timing."""
+        s = self._sampling(do_sample, temperature, top_p, seed)
+        t0 = time.perf_counter()
+        events = self._continue_events(prompt, adapter, max_new_tokens, s)
+        ids: list[int] = []
+        first = 0.0
+        reason = "eos"
+        for tok, _, stop in events:
+            if tok is not None:
+                ids.append(tok)
+                first = first or time.perf_counter() - t0
+            reason = stop or reason
+        seconds = time.perf_counter() - t0
+        prompt_ids = self._prompt_ids(prompt)
+        text = _decode_after(self.tokenizer, prompt_ids[-4:], ids)
+        name = self.resolve_adapter(adapter)
+        n_prompt = len(prompt_ids)
+        return Continuation(prompt, text, ids, name, n_prompt, seconds, first, reason, s.seed)
+
+    # ------------------------------------------------------------ prompted infilling baselines
+
+    def infill_prompted(
+        self,
+        text: str,
+        shots: int = 0,
+        marker: str = DEFAULT_MARKER,
+        max_span_tokens: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        style: str | None = None,
+    ) -> InfillResult:
+        """The paper's baseline: the base model (adapter off) asked to fill each blank in turn."""
+        t0 = time.perf_counter()
+        if shots not in range(len(prompts.EXAMPLES) + 1):
+            raise InputError(f"shots must be 0 to {len(prompts.EXAMPLES)}, not {shots}.")
+        pieces = split_blanks(text, marker, self.config.max_blanks)
+        limit = max_span_tokens or self.config.max_span_tokens
+        s = self._sampling(do_sample, temperature, top_p, seed)
+        tok = self.tokenizer
+        stop = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
+        stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
+        answers: list[str] = []
+        reasons: list[str] = []
+        n_prompt = 0
+        enc = dec = 0.0
+        for k in range(len(pieces) - 1):
+            query = prompts.render_query(pieces, answers, k)
+            ids = tok(prompts.build_prompt(query, shots, tok, style), add_special_tokens=False)
+            ids = ids.input_ids
+            self._check_prompt(len(ids), limit)
+            n_prompt = max(n_prompt, len(ids))
+            out, reason, first, rest = self._answer(ids, limit, s, stop)
+            enc, dec = enc + first, dec + rest
+            answers.append(prompts.parse_answer(out, pieces[k], pieces[k + 1]))
+            reasons.append(reason)
+        stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
+        gaps = [p[len(q) :] for p, q in zip(pieces[:-1], stripped, strict=False)]
+        filled, offsets = assemble(stripped, gaps, answers)
+        spans = [
+            FilledSpan(a, self._encode(a) if a else [], x, y, r)
+            for a, (x, y), r in zip(answers, offsets, reasons, strict=True)
+        ]
+        system = {0: "zero-shot", 5: "five-shot"}.get(shots, f"{shots}-shot")
+        seconds = time.perf_counter() - t0
+        return InfillResult(text, filled, spans, system, BASE, n_prompt, seconds, enc, dec, s.seed)
+
+    def _answer(self, ids: list[int], limit: int, s: _Sampling, stop: set[int]) -> tuple:
+        """Generate an answer until a stop token or a line break -> (text, reason, times)."""
+        t0 = time.perf_counter()
+        first = 0.0
+        out: list[int] = []
+        reason = "max"
+        for tok in self._causal_tokens(BASE, ids, limit, s, stop):
+            first = first or time.perf_counter() - t0
+            piece = self.tokenizer.decode([tok])
+            if "\n" in piece and (out or piece.strip()):
+                reason = "end"
+                break
+            out.append(tok)
+        else:
+            reason = "end" if len(out) < limit else "max"
+        rest = time.perf_counter() - t0 - first
+        return self.tokenizer.decode(out), reason, first, rest
+
+    # ------------------------------------------------------------ embeddings
+
+    def _sentence_plan(self, name: str) -> _SentencePlan:
+        """MAGNET: [bos] instruction text <sentence_end>, bidirectional, last token.
+        Other trained adapters: their recorded pooling and mode. Base: causal mean pooling."""
+        meta = self.meta(name)
+        if meta is None:
+            return _SentencePlan("causal", "mean")
+        bos = self.bos(name)
+        prefix = ([] if bos is None else [bos]) + self._encode(meta.instruction)
+        mode = "bidirectional" if meta.attention == "hybrid" else meta.attention
+        return _SentencePlan(mode, meta.pooling, prefix, [meta.token_roles.sentence_end])
+
+    def embed_sentences(
+        self,
+        texts: str | Sequence[str],
+        adapter: str | None = "magnet",
+        batch_size: int = 32,
+        normalize_embeddings: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray:
+        """Sentence vectors (n, hidden) in input order; one text -> one vector (hidden,)."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        name = self.resolve_adapter(adapter)
+        plan = self._sentence_plan(name)
+        cap = self.config.embed_max_tokens
+        rows = []
+        for t in texts:
+            body = self._encode(t)[:cap] or ([] if plan.end else [self.tokenizer.eos_token_id])
+            rows.append((plan.prefix + body + plan.end, len(plan.prefix)))
+        hidden = self._head.weight.shape[1]
+        out = np.zeros((len(texts), hidden), dtype=np.float32)
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc=f"Embedding ({name})")
+        for batch in batches:
+            vecs = self._embed_batch(name, plan, [rows[i] for i in batch])
+            if normalize_embeddings:
+                vecs = torch.nn.functional.normalize(vecs, dim=-1)
+            out[batch] = vecs.float().cpu().numpy()
+        return out[0] if single else out
+
+    def _embed_batch(self, name: str, plan: _SentencePlan, rows: list[tuple]) -> torch.Tensor:
+        width = max(len(r) for r, _ in rows)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = self._tensor([r + [pad] * (width - len(r)) for r, _ in rows])
+        real = self._tensor([[1] * len(r) + [0] * (width - len(r)) for r, _ in rows])
+        mask = additive(allowed_mask(plan.mode, real), self.dtype)
+        with self.using(name):
+            h = self._hidden(ids, mask, position_ids_for(real))
+        if plan.pooling == "last":
+            last = real.sum(1) - 1
+            return h[torch.arange(len(rows), device=h.device), last]
+        starts = self._tensor([s for _, s in rows])
+        cols = torch.arange(width, device=h.device)[None, :]
+        pool = ((cols >= starts[:, None]) & real.bool()).to(h.dtype)[..., None]
+        return (h * pool).sum(1) / pool.sum(1).clamp(min=1)
+
+    def embed_tokens(self, text: str, adapter: str | None = "magnet") -> TokenVectors:
+        """One vector per token. Bidirectional adapters: token i's vector is the output at i-1
+        (the MNTP convention; a BOS is put before the first token). Causal (base): own output."""
+        if not text or not text.strip():
+            raise EmptyInputError("The text is empty.")
+        name = self.resolve_adapter(adapter)
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = enc.input_ids[: self.max_input_tokens - 1]
+        meta = self.meta(name)
+        mode = "causal" if meta is None else "bidirectional"
+        start = self.bos(name) or self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
+        feed = [start, *ids]
+        t = self._tensor([feed])
+        mask = additive(allowed_mask(mode, torch.ones_like(t)), self.dtype)
+        with self.using(name):
+            h = self._hidden(t, mask, None)[0]
+        vecs = h[1:] if mode == "causal" else h[:-1]
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+        offsets = [tuple(o) for o in enc.offset_mapping[: len(ids)]]
+        return TokenVectors(tokens, list(ids), offsets, vecs.float().cpu().numpy())
+
+
+def _find_meta(ref: str) -> AdapterMeta | None:
+    """magnet_config.json of a local adapter directory (Hub adapters: from the Hub cache)."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        return load_meta(path)
+    try:
+        from huggingface_hub import hf_hub_download
+
+        from .adapter_meta import META_FILE
+
+        return load_meta(Path(hf_hub_download(ref, META_FILE)).parent)
+    except Exception:  # a plain PEFT adapter on the Hub, or no network: no metadata
+        return None

@@ -1,0 +1,416 @@
+"""The inference engine on tiny random Llamas: cached vs reference infill, memorisation,
+adapter round trip, adapter switching (also across threads), errors, sampling, streaming,
+embeddings, prompted baselines."""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_tiny_llama, make_tiny_tokenizer
+from peft import LoraConfig, get_peft_model
+
+from magnet_model import prompts
+from magnet_model.adapter_meta import AdapterMeta, save_meta
+from magnet_model.engine import (
+    EmptyInputError,
+    Engine,
+    EngineConfig,
+    InputTooLongError,
+    NoBlankError,
+    TooManyBlanksError,
+    UnknownAdapterError,
+    assemble,
+)
+from magnet_model.errors import InputError
+from magnet_model.layout import IGNORE, build_hybrid
+from magnet_model.loading import LoadedModel, attach_adapters
+from magnet_model.masks import build_mask
+from magnet_model.settings import ModelSpec
+from magnet_model.tokens import choose_token_roles
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TEXT = "the cat [blank] on the [blank] . the dog [blank] in the river ."
+
+
+def loaded(model, tok, adapters=None) -> LoadedModel:
+    cpu = torch.device("cpu")
+    return LoadedModel(model, tok, ModelSpec(), cpu, torch.float32, "test", 0.0, adapters or {})
+
+
+def lora(seed: int) -> LoraConfig:
+    torch.manual_seed(seed)
+    return LoraConfig(r=4, lora_alpha=16, target_modules=TARGETS, init_lora_weights=False)
+
+
+def metas(tok) -> dict[str, AdapterMeta]:
+    roles = choose_token_roles(tok)
+    return {
+        "magnet": AdapterMeta(token_roles=roles),
+        "llm2vec": AdapterMeta(
+            token_roles=roles, attention="bidirectional", pooling="mean", instruction=""
+        ),
+    }
+
+
+def random_llama(tok):
+    """Larger initial weights than the default 0.02, so greedy outputs vary with the input."""
+    return make_tiny_llama(len(tok), initializer_range=0.5)
+
+
+def peft_model(tok):
+    """A tiny Llama with two random (non-trivial) LoRA adapters: magnet and llm2vec."""
+    model = get_peft_model(random_llama(tok), lora(1), adapter_name="magnet")
+    torch.manual_seed(2)
+    model.add_adapter("llm2vec", lora(2))
+    model.eval()
+    return model
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run faster on one thread than on cores shared with other work."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return make_tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def engine(tok):
+    return Engine(loaded(peft_model(tok), tok), metas=metas(tok))
+
+
+@pytest.fixture(scope="module")
+def plain(tok):
+    """The same base weights as `engine`, never wrapped by peft."""
+    return Engine(loaded(random_llama(tok), tok))
+
+
+def ids_of(result):
+    return [s.token_ids for s in result.spans]
+
+
+# ---------------------------------------------------------------- cached vs reference
+
+
+@pytest.mark.parametrize("adapter", ["magnet", None])
+def test_cached_infill_equals_reference(engine, adapter):
+    kw = dict(adapter=adapter, max_span_tokens=[6, 3, 9])
+    fast = engine.infill(TEXT, **kw)
+    slow = engine.infill_reference(TEXT, **kw)
+    assert ids_of(fast) == ids_of(slow)
+    assert [len(s.token_ids) for s in fast.spans] == [6, 3, 9]  # random model: never stops
+    assert [s.end_reason for s in fast.spans] == ["max"] * 3
+    # different context tokens give different spans: the right context is used
+    other = engine.infill(TEXT.replace("river", "sea"), **kw)
+    assert ids_of(other) != ids_of(fast)
+
+
+def test_cached_infill_equals_reference_when_sampling(engine):
+    kw = dict(max_span_tokens=5, do_sample=True, temperature=1.5, top_p=0.9, seed=7)
+    assert ids_of(engine.infill(TEXT, **kw)) == ids_of(engine.infill_reference(TEXT, **kw))
+
+
+def test_cached_path_does_not_reencode_the_context(engine, monkeypatch):
+    """The context goes through the model once; later steps feed one token per open span."""
+    fed = []
+    inner = engine._inner
+    orig = inner.forward
+
+    def spy(*a, **kw):
+        fed.append(kw["input_ids"].shape[1])
+        return orig(*a, **kw)
+
+    monkeypatch.setattr(inner, "forward", spy)
+    r = engine.infill("the cat [blank] on the mat .", max_span_tokens=5)
+    context = r.context_tokens + 1  # + one <span_start>
+    assert fed == [context, 1, 1, 1, 1]
+
+
+# ---------------------------------------------------------------- memorisation
+
+
+def _training_rows(ids: list[int], roles):
+    """Every span of 1-3 tokens, and every pair of one-token spans, of one sentence."""
+    cuts = [[(s, n)] for n in (1, 2, 3) for s in range(len(ids) - n + 1)]
+    cuts += [[(a, 1), (b, 1)] for a, b in itertools.combinations(range(len(ids)), 2) if b > a + 1]
+    rows = []
+    for cut in cuts:
+        pieces, spans, at = [], [], 0
+        for s, n in cut:
+            pieces.append(ids[at:s])
+            spans.append(ids[s : s + n])
+            at = s + n
+        pieces.append(ids[at:])
+        rows.append(build_hybrid(pieces, spans, roles, bos=None, with_end=True))
+    return rows
+
+
+def _pad(rows, attr, value):
+    width = max(len(r.input_ids) for r in rows)
+    return torch.tensor([getattr(r, attr) + [value] * (width - len(r.input_ids)) for r in rows])
+
+
+@pytest.fixture(scope="module")
+def memoriser(tok):
+    """A tiny Llama trained with MSG (hybrid mask, build_hybrid layout) on two sentences."""
+    roles = choose_token_roles(tok)
+    sentences = ["the cat sat on the mat .", "a dog ran to the old river ."]
+    rows = [r for s in sentences for r in _training_rows(tok(s).input_ids, roles)]
+    ids = _pad(rows, "input_ids", roles.pad)
+    segments = _pad(rows, "segments", 0)
+    positions = _pad(rows, "position_ids", 0)
+    labels = _pad(rows, "labels", IGNORE)
+    real = (_pad(rows, "segments", -1) >= 0).long()
+    mask = build_mask("hybrid", real, segments)
+    model = make_tiny_llama(len(tok), seed=3, hidden_size=64, intermediate_size=128)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    assert loss.item() < 0.05
+    return Engine(loaded(model, tok))
+
+
+@pytest.mark.parametrize(
+    "text, spans",
+    [
+        ("the cat [blank] on the mat .", ["sat"]),
+        ("the cat [blank] the mat .", ["sat on"]),
+        ("the [blank] sat on the [blank] .", ["cat", "mat"]),
+        ("a dog ran to the [blank] .", ["old river"]),
+    ],
+)
+def test_trained_model_infills_a_memorised_sentence(memoriser, text, spans):
+    for reference in (False, True):
+        r = memoriser.infill(text, adapter=None, reference=reference)
+        assert [s.text for s in r.spans] == spans
+        assert all(s.stopped for s in r.spans)  # each span ended by itself at <span_end>
+    assert r.filled == text.replace("[blank]", "{}").format(*spans)
+    assert [r.filled[s.start : s.end] for s in r.spans] == spans
+
+
+def test_fixed_and_max_lengths(memoriser):
+    r = memoriser.infill("the cat [blank] on the [blank] .", adapter=None, fixed_lengths=[3, None])
+    assert len(r.spans[0].token_ids) == 3 and r.spans[0].end_reason == "fixed"
+    assert r.spans[1].text == "mat" and r.spans[1].stopped
+    r = memoriser.infill("a dog ran to the [blank] .", adapter=None, max_span_tokens=1)
+    assert r.spans[0].text == "old" and r.spans[0].end_reason == "max"
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def test_adapter_save_load_round_trip(tok, engine, tmp_path):
+    engine.model.save_pretrained(tmp_path, selected_adapters=["magnet"])
+    folder = tmp_path / "magnet"
+    assert (folder / "adapter_config.json").is_file()
+    save_meta(folder, metas(tok)["magnet"])
+    fresh = attach_adapters(random_llama(tok), {"magnet": str(folder)})
+    other = Engine(loaded(fresh, tok, {"magnet": str(folder)}))  # meta read from the folder
+    assert other.meta("magnet") == engine.meta("magnet")
+    assert ids_of(other.infill(TEXT)) == ids_of(engine.infill(TEXT))
+    sents = ["the cat sat .", "a big red house on the hill"]
+    assert np.array_equal(other.embed_sentences(sents), engine.embed_sentences(sents))
+    x = torch.tensor([tok("the cat sat on the mat").input_ids])
+    with engine.using("magnet"):
+        a = engine.model(input_ids=x).logits
+    with other.using("magnet"):
+        b = other.model(input_ids=x).logits
+    with engine.using(None):
+        off = engine.model(input_ids=x).logits
+    assert torch.equal(a, b)
+    assert not torch.allclose(a, off)  # the adapter is not a no-op
+
+
+def test_switching_never_leaks(engine, plain):
+    first = engine.infill(TEXT)
+    base = engine.infill(TEXT, adapter="base")
+    again = engine.infill(TEXT)
+    assert ids_of(first) == ids_of(again)
+    assert ids_of(base) != ids_of(first)
+    assert ids_of(base) == ids_of(plain.infill(TEXT, adapter=None))
+    assert engine.generate("the cat", max_new_tokens=6).token_ids == (
+        plain.generate("the cat", max_new_tokens=6).token_ids
+    )
+    sents = ["the cat sat .", "two birds flew over the sea at night"]
+    np.testing.assert_allclose(
+        engine.embed_sentences(sents, adapter=None), plain.embed_sentences(sents, adapter=None)
+    )
+    mag, l2v = engine.embed_sentences(sents), engine.embed_sentences(sents, adapter="llm2vec")
+    assert not np.allclose(mag, l2v)
+    np.testing.assert_array_equal(mag, engine.embed_sentences(sents, adapter="magnet"))
+
+
+def test_threads_and_interleaved_streams_do_not_mix(engine):
+    def fill(name):
+        return ids_of(engine.infill(TEXT, adapter=name, max_span_tokens=4))
+
+    names = ["magnet", "base", "llm2vec", "magnet", None, "llm2vec"]
+    alone = {n: fill(n) for n in names}
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(fill, names))
+    assert got == [alone[n] for n in names]
+    # two streams advanced in turn, each switching the adapter at every step
+    ref = {
+        n: engine.generate("the dog", adapter=n, max_new_tokens=8).text for n in ("magnet", None)
+    }
+    a = engine.continue_text("the dog", adapter="magnet", max_new_tokens=8)
+    b = engine.continue_text("the dog", adapter=None, max_new_tokens=8)
+    out = {"magnet": "", None: ""}
+    for pa, pb in itertools.zip_longest(a, b, fillvalue=""):
+        out["magnet"] += pa
+        out[None] += pb
+    assert out == ref
+
+
+def test_one_copy_of_base_weights(engine, plain):
+    base_params = sum(p.numel() for p in plain.model.parameters())
+    lora_params = sum(p.numel() for n, p in engine.model.named_parameters() if "lora_" in n)
+    total = sum(p.numel() for p in engine.model.parameters())
+    assert total == base_params + lora_params
+    assert engine.adapter_names == ["magnet", "llm2vec"]
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_input_errors_are_typed(engine):
+    cases = [
+        (EmptyInputError, lambda: engine.infill("   ")),
+        (EmptyInputError, lambda: engine.infill("[blank]")),
+        (NoBlankError, lambda: engine.infill("the cat sat")),
+        (TooManyBlanksError, lambda: engine.infill("a [blank] " * 9)),
+        (UnknownAdapterError, lambda: engine.infill(TEXT, adapter="nope")),
+        (UnknownAdapterError, lambda: engine.embed_sentences(["a"], adapter="nope")),
+        (EmptyInputError, lambda: engine.continue_text("")),
+        (InputTooLongError, lambda: engine.continue_text("the " * 250, max_new_tokens=10)),
+        (InputTooLongError, lambda: engine.infill("the " * 200 + "[blank]", max_span_tokens=60)),
+        (InputError, lambda: engine.infill(TEXT, fixed_lengths=[1, 2])),
+        (InputError, lambda: engine.infill(TEXT, max_span_tokens=0)),
+        (InputError, lambda: engine.infill(TEXT, do_sample=True, temperature=0)),
+        (InputError, lambda: engine.infill_prompted(TEXT, shots=9)),
+    ]
+    for kind, call in cases:
+        with pytest.raises(kind) as e:
+            call()
+        assert isinstance(e.value, InputError) and str(e.value)
+    capped = Engine(engine.loaded, EngineConfig(max_input_tokens=12))
+    with pytest.raises(InputTooLongError, match="limit of 12"):
+        capped.infill("the cat [blank] on the mat .", max_span_tokens=8)
+
+
+# ---------------------------------------------------------------- sampling and streaming
+
+
+def test_seeded_sampling_is_reproducible(engine):
+    kw = dict(do_sample=True, temperature=1.5, max_span_tokens=6)
+    assert ids_of(engine.infill(TEXT, seed=3, **kw)) == ids_of(engine.infill(TEXT, seed=3, **kw))
+    draws = {str(ids_of(engine.infill(TEXT, seed=s, **kw))) for s in range(4)}
+    assert len(draws) > 1
+    gen = dict(do_sample=True, temperature=1.5, max_new_tokens=10)
+    a = engine.generate("the cat", seed=5, **gen)
+    assert a.token_ids == engine.generate("the cat", seed=5, **gen).token_ids
+    assert a.seed == 5
+    assert len({tuple(engine.generate("the cat", seed=s, **gen).token_ids) for s in range(4)}) > 1
+
+
+def test_streaming_joins_to_the_whole_continuation(engine):
+    for adapter, sample in [("magnet", False), (None, True)]:
+        kw = dict(adapter=adapter, max_new_tokens=12, do_sample=sample, seed=1)
+        pieces = list(engine.continue_text("the cat sat", **kw))
+        whole = engine.generate("the cat sat", **kw)
+        assert "".join(pieces) == whole.text
+        assert len(whole.token_ids) == 12 and whole.stop_reason == "max"
+        assert whole.text.startswith(" ")  # the seam after the prompt keeps its space
+
+
+# ---------------------------------------------------------------- embeddings
+
+
+@pytest.mark.parametrize("adapter", ["magnet", "llm2vec", None])
+def test_sentence_embeddings_batched_equal_unbatched(engine, adapter):
+    sents = ["a", "the cat sat on the mat", "", "two big dogs ran", "the sun . the moon !"]
+    batched = engine.embed_sentences(sents, adapter=adapter, batch_size=2)
+    one_by_one = np.stack([engine.embed_sentences(s, adapter=adapter) for s in sents])
+    assert batched.shape == (5, 32) and batched.dtype == np.float32
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(batched, axis=1), 1.0, rtol=1e-5)
+    raw = engine.embed_sentences(sents[:2], adapter=adapter, normalize_embeddings=False)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+    assert engine.embed_sentences([], adapter=adapter).shape == (0, 32)
+
+
+def test_magnet_sentence_is_last_token_with_instruction(engine, tok):
+    meta = engine.meta("magnet")
+    ids = tok(meta.instruction, add_special_tokens=False).input_ids + tok("the cat").input_ids
+    x = torch.tensor([ids + [meta.token_roles.sentence_end]])
+    mask = build_mask("bidirectional", torch.ones_like(x))
+    with engine.using("magnet"):
+        h = engine._inner(input_ids=x, attention_mask=mask).last_hidden_state[0, -1]
+    got = engine.embed_sentences("the cat", normalize_embeddings=False)
+    np.testing.assert_allclose(got, h.numpy(), atol=1e-5)
+
+
+def test_token_embeddings_follow_the_mask(engine, tok):
+    a = engine.embed_tokens("the cat sat on the mat")
+    b = engine.embed_tokens("the cat sat on the log")
+    assert a.tokens == ["the", "cat", "sat", "on", "the", "mat"]
+    assert a.vectors.shape == (6, 32) and a.offsets[1] == (4, 7)
+    # MNTP convention: token i's vector is the bidirectional output at i - 1 (BOS before 0)
+    x = torch.tensor([[tok.bos_token_id, *a.token_ids]])
+    with engine.using("magnet"):
+        h = engine._inner(input_ids=x, attention_mask=build_mask("bidirectional", x > -1))
+    np.testing.assert_allclose(a.vectors, h.last_hidden_state[0, :-1].numpy(), atol=1e-5)
+    # bidirectional: changing the last word changes every earlier token's vector
+    assert not np.allclose(a.vectors[:5], b.vectors[:5])
+    # the base model is causal and uses each token's own output: the past does not move
+    ca = engine.embed_tokens("the cat sat on the mat", None)
+    cb = engine.embed_tokens("the cat sat on the log", None)
+    np.testing.assert_allclose(ca.vectors[:5], cb.vectors[:5], atol=1e-6)
+    assert not np.allclose(ca.vectors[5], cb.vectors[5])
+
+
+# ---------------------------------------------------------------- prompted baselines
+
+
+def test_prompt_templates(tok):
+    query = prompts.render_query(["the ", " sat and the ", " ran ."], ["cat"], 1)
+    assert query == "the cat sat and the ___ ran ."
+    plain_prompt = prompts.build_prompt(query, 5, tok)  # the tiny tokenizer has no chat template
+    assert all(text in plain_prompt and answer in plain_prompt for text, answer in prompts.EXAMPLES)
+    assert plain_prompt.endswith(f"Text: {query}\nAnswer:")
+    assert "Text:" not in prompts.build_prompt(query, 0, tok).split(prompts.INSTRUCTION)[0]
+    assert prompts.parse_answer(' "sat"\nmore', "the cat ", " on the mat.") == "sat"
+    assert prompts.parse_answer("The cat sat on the mat.", "The cat ", " on the mat.") == "sat"
+    assert prompts.parse_answer("Answer: rain", "heavy ", ", so") == "rain"
+
+
+def test_infill_prompted_returns_spans_in_place(engine):
+    for shots, name in [(0, "zero-shot"), (5, "five-shot")]:
+        r = engine.infill_prompted(
+            "the cat [blank] on the [blank] .", shots=shots, max_span_tokens=3
+        )
+        assert r.system == name and r.adapter == "base" and len(r.spans) == 2
+        assert all(r.filled[s.start : s.end] == s.text.strip() for s in r.spans)
+        assert r.filled.startswith("the cat ") and r.filled.endswith(" .")
+
+
+def test_assemble_keeps_spacing_and_offsets():
+    filled, offs = assemble(["The cat", " on the", "."], [" ", " "], [" sat", "mat "])
+    assert filled == "The cat sat on the mat ."
+    assert [filled[a:b] for a, b in offs] == ["sat", "mat"]
