@@ -1,0 +1,202 @@
+"""The trainer CLI end to end on a tiny Llama saved to disk (as --base-model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from magnet_model.adapter_meta import load_meta
+from magnet_model.errors import ConfigError
+from magnet_model.tokens import choose_token_roles
+from magnet_model.train import (
+    Sampler,
+    TrainConfig,
+    build_parser,
+    chunk,
+    config_from_args,
+    load_corpus,
+    main,
+    validate,
+)
+from tests.conftest import make_tiny_llama, make_tiny_tokenizer
+
+SENTENCES = [
+    "the cat sat on the mat and the dog ran to the tree .",
+    "the king of france was in paris on the first day of the war .",
+    "a small bird flew over the river in the city at night .",
+    "the queen and the child were at the old house by the sea .",
+    "music and art are the history of the land , the sea and the sky .",
+    "the big red fish swam in the blue pond with the green log .",
+    "one two three four five six seven eight nine ten .",
+    "the sun , the moon and the star were in the sky on the second day .",
+]
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny-base")
+    tok = make_tiny_tokenizer()
+    make_tiny_llama(len(tok)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "tiny.jsonl"
+    rows = [{"text": s} for s in SENTENCES]
+    rows[0]["paraphrase"] = "the dog ran to the tree and the cat sat on the mat ."
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def args(base_dir, corpus, out, *extra) -> list[str]:
+    return [
+        "--output", str(out), "--base-model", str(base_dir), "--corpus", str(corpus),
+        "--device", "cpu", "--max-length", "12", "--batch-size", "4", "--stage1-steps", "3",
+        "--stage2-steps", "3", "--save-every", "2", "--warmup-steps", "2", "--lr", "1e-3",
+        "--lora-r", "4", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def log_of(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def test_cli_writes_a_standard_peft_adapter_with_meta_log_and_checkpoints(
+    base_dir, corpus, tmp_path
+):
+    out = tmp_path / "magnet"
+    assert main(args(base_dir, corpus, out)) == 0
+    assert (out / "adapter_config.json").is_file()
+    assert (out / "adapter_model.safetensors").is_file()
+
+    meta = load_meta(out)
+    assert meta.token_roles == choose_token_roles(make_tiny_tokenizer())
+    assert meta.attention == "hybrid" and meta.pooling == "last"
+    assert meta.objectives == ["mntp", "msg", "sscl"]
+    assert meta.training["steps_done"] == 6 and meta.training["complete"]
+    assert "bos" in meta.training
+
+    log = log_of(out)
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert all(set(r) >= {"mntp", "msg", "loss", "lr"} and "sscl" not in r for r in log[:3])
+    assert all("sscl" in r for r in log[3:])
+    assert all(r["stage"] == 2 for r in log[3:])
+
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert ckpts == ["step-0000004", "step-0000006"]  # the last two are kept
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir)
+    ids = torch.tensor([[11, 33, 37, 20, 11, 41]])
+    with torch.no_grad():
+        before = base(ids).logits
+        loaded = PeftModel.from_pretrained(base, str(out)).eval()
+        after = loaded(ids).logits
+    assert not torch.allclose(before, after), "the trained adapter changes the model"
+
+
+def test_resume_continues_exactly(base_dir, corpus, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(args(base_dir, corpus, straight)) == 0
+    assert main(args(base_dir, corpus, resumed, "--max-steps", "3")) == 0
+    assert not load_meta(resumed).training["complete"]
+    assert [r["step"] for r in log_of(resumed)] == [1, 2, 3]
+    assert main(args(base_dir, corpus, resumed, "--resume")) == 0
+
+    a = load_file(straight / "adapter_model.safetensors")
+    b = load_file(resumed / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    drop = lambda r: {k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
+    assert [drop(r) for r in log_of(straight)] == [drop(r) for r in log_of(resumed)]
+
+
+def test_llm2vec_baseline_trains_bidirectional_mntp_then_simcse_with_mean_pooling(
+    base_dir, corpus, tmp_path
+):
+    out = tmp_path / "llm2vec"
+    extra = ["--attention", "bidirectional", "--objectives", "mntp,sscl"]
+    assert main(args(base_dir, corpus, out, *extra, "--stage2-objectives", "sscl")) == 0
+    meta = load_meta(out)
+    assert meta.attention == "bidirectional" and meta.pooling == "mean"
+    log = log_of(out)
+    assert all("mntp" in r and "msg" not in r for r in log[:3])
+    assert all(set(r) & {"mntp", "msg", "sscl"} == {"sscl"} for r in log[3:])
+
+
+def test_gradient_checkpointing_gives_the_same_losses(base_dir, corpus, tmp_path):
+    plain, ckpt = tmp_path / "plain", tmp_path / "gc"
+    assert main(args(base_dir, corpus, plain, "--max-steps", "3")) == 0
+    assert main(args(base_dir, corpus, ckpt, "--max-steps", "3", "--gradient-checkpointing")) == 0
+    for r1, r2 in zip(log_of(plain), log_of(ckpt), strict=True):
+        assert r1["loss"] == pytest.approx(r2["loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("extra", "msg"),
+    [
+        (["--objectives", "sscl"], "--stage1-steps 0"),
+        (["--objectives", "sscl", "--stage1-steps", "0", "--stage2-steps", "0"], "Nothing"),
+        (["--attention", "bidirectional"], "MSG cannot"),
+        (["--objectives", "mntp,foo"], "--objectives"),
+        (["--stage2-objectives", "sscl", "--objectives", "mntp"], "subset"),
+        (["--batch-size", "1"], "in-batch negatives"),
+        (["--lora-targets", "nonexistent_proj"], "--lora-targets"),
+    ],
+)
+def test_bad_flag_combinations_are_clear_errors(base_dir, corpus, tmp_path, capsys, extra, msg):
+    assert main(args(base_dir, corpus, tmp_path / "x", *extra)) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_empty_corpus_and_existing_checkpoints_are_clear_errors(base_dir, corpus, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert main(args(base_dir, empty, tmp_path / "e")) == 2
+    assert "no text" in capsys.readouterr().err
+    out = tmp_path / "twice"
+    assert main(args(base_dir, corpus, out, "--max-steps", "2")) == 0
+    assert main(args(base_dir, corpus, out)) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(args(base_dir, corpus, out, "--resume", "--batch-size", "2")) == 2
+    assert "batch_size" in capsys.readouterr().err
+
+
+def test_corpus_chunks_plain_texts_and_keeps_paraphrase_pairs_whole(corpus, tmp_path):
+    tok = make_tiny_tokenizer()
+    txt = tmp_path / "lines.txt"
+    txt.write_text(SENTENCES[1] + "\n\n" + "the cat sat\n")
+    cfg = TrainConfig(output="x", corpus=[str(corpus), str(txt)], max_length=5)
+    examples = load_corpus(cfg, tok)
+    pair = [e for e in examples if e.positive is not None]
+    assert len(pair) == 1 and len(pair[0].ids) == 5  # truncated, not chunked
+    assert all(len(e.ids) <= 5 for e in examples)
+    assert all(len(e.ids) >= 4 for e in examples)  # "the cat sat" (3 tokens) is dropped
+    n_plain = sum(len(chunk(tok(s).input_ids, 5)) for s in SENTENCES[1:] + [SENTENCES[1]])
+    assert len(examples) <= 1 + n_plain
+
+
+def test_sampler_visits_every_text_once_per_epoch_and_is_reproducible():
+    s = Sampler(10, seed=3)
+    epoch = s.indices(0, 5) + s.indices(1, 5)
+    assert sorted(epoch) == list(range(10))
+    assert Sampler(10, seed=3).indices(1, 5) == s.indices(1, 5)
+    assert Sampler(10, seed=4).indices(0, 10) != epoch
+
+
+def test_default_pooling_follows_attention_and_defaults_validate():
+    parse = lambda *a: config_from_args(build_parser().parse_args(["--output", "o", *a]))  # noqa: E731
+    assert parse().pooling == "last"
+    assert parse("--attention", "bidirectional", "--objectives", "mntp,sscl").pooling == "mean"
+    assert parse("--attention", "causal").pooling == "last"
+    validate(parse())
+    with pytest.raises(ConfigError):
+        validate(parse("--max-steps", "0"))
