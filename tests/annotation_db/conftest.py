@@ -50,6 +50,13 @@ def sqlite_store(tmp_path):
     store.close()
 
 
+@pytest.fixture
+def pg_store():
+    s = fresh_pg_store()
+    yield s
+    s.close()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request, tmp_path):
     """The same tests on both backends."""

@@ -1,0 +1,77 @@
+"""Constraints live in the schema: they hold even for code that bypasses the API."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from annotation_db.schema import Assignment, Rating
+
+
+def _setup(store, adb):
+    items, outputs = adb.make_items(2)
+    store.create_study("s", items, outputs, raters_per_item=2)
+    tok = store.invite("s", "ann").token
+    item = store.next_item(tok)
+    store.submit(tok, item.assignment_id, {o.label: {"appropriate": True} for o in item.outputs})
+    return store.db.read(lambda s: s.get(Assignment, item.assignment_id))
+
+
+def test_unique_rating_per_rater_and_output(store, adb):
+    a = _setup(store, adb)
+    now = datetime.now(UTC)
+
+    def dup(s):
+        s.add(
+            Rating(
+                rater_id=a.rater_id,
+                output_id=a.output_order[0],
+                assignment_id=a.id,
+                answers={},
+                position=0,
+                shown_at=now,
+                answered_at=now,
+            )
+        )
+
+    with pytest.raises(IntegrityError):
+        store.db.write(dup)
+
+
+def test_foreign_keys_are_enforced(store, adb):
+    a = _setup(store, adb)
+    now = datetime.now(UTC)
+
+    def orphan(s):
+        s.add(
+            Rating(
+                rater_id=a.rater_id,
+                output_id=999_999,
+                assignment_id=a.id,
+                answers={},
+                position=0,
+                shown_at=now,
+                answered_at=now,
+            )
+        )
+
+    with pytest.raises(IntegrityError):
+        store.db.write(orphan)
+
+
+def test_check_constraints(store, adb):
+    a = _setup(store, adb)
+
+    def bad_pref(s):
+        s.get(Assignment, a.id).preference = "maybe"
+
+    with pytest.raises(IntegrityError):
+        store.db.write(bad_pref)
+
+    def choice_without_output(s):
+        s.get(Assignment, a.id).preference = "choice"
+
+    with pytest.raises(IntegrityError):
+        store.db.write(choice_without_output)
