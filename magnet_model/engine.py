@@ -711,7 +711,9 @@ class Engine:
         for tok in self._causal_tokens(BASE, ids, limit, s, stop):
             first = first or time.perf_counter() - t0
             piece = self.tokenizer.decode([tok])
-            if "\n" in piece and (out or piece.strip()):
+            if not out and not piece.strip():
+                continue  # leading blank lines or spaces: the answer has not started yet
+            if "\n" in piece:
                 reason = "end"
                 break
             out.append(tok)

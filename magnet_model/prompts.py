@@ -6,9 +6,11 @@ Two styles:
   example is a user turn and the assistant's answer. The answer ends at the end of the turn.
 - "plain": a text prompt "Text: ... / Answer: ..." for base models without a chat template.
   The answer ends at the line break.
-`default_style` picks "chat" when the tokenizer has a chat template (see engine report: on
-SmolLM2-135M-Instruct the chat form answers with the missing words; the plain form tends to
-copy the whole text or run on).
+`default_style` picks "chat" when the tokenizer has a chat template. On SmolLM2-135M-Instruct
+the plain form zero-shot mostly answers with an empty line, while the chat form always answers
+(often with a preamble such as "The missing words are: ...", which parse_answer removes);
+five-shot, both give short answers of the right kind, the chat form more often full sentences
+where a sentence is missing.
 
 In the prompt the blank is shown as ___ whatever marker the user typed; with several blanks
 the model fills them left to right, seeing earlier answers in place and later blanks as "...".
@@ -86,19 +88,26 @@ def build_prompt(query: str, shots: int, tokenizer=None, style: str | None = Non
     raise ValueError(f"prompt style must be 'chat' or 'plain', not {style!r}")
 
 
+# "Answer:", "The missing words in the text are:", "The text is:" ... before the answer itself
+_PREAMBLE = re.compile(
+    r"^(answer\s*:|the answer is\s*:?|[^:]{0,40}\b(missing|answer|blank|text)\b[^:]{0,25}:)\s*",
+    re.IGNORECASE,
+)
 _QUOTES = "\"'`“”‘’"
 
 
 def parse_answer(raw: str, left: str, right: str) -> str:
     """The missing words from a model's reply: first line, no quotes, no copied context."""
     answer = raw.strip().split("\n", 1)[0].strip()
-    answer = re.sub(r"^(answer|the answer is)\s*:?\s*", "", answer, flags=re.IGNORECASE)
-    if len(answer) >= 2 and answer[0] in _QUOTES and answer[-1] in _QUOTES:
-        answer = answer[1:-1].strip()
+    answer = _PREAMBLE.sub("", answer)
+    inner = answer[1:-1]
+    quoted = len(answer) >= 2 and answer[0] in _QUOTES and answer[-1] in _QUOTES
+    if quoted and not any(q in inner for q in _QUOTES):
+        answer = inner.strip()
     # Models often copy the whole text with the blank filled: keep what sits between the two.
     head, tail = left.strip()[-40:], right.strip()[:40]
-    if head and answer.startswith(head):
-        answer = answer[len(head) :].strip()
+    if len(head) >= 8 and head in answer:  # shorter heads match by chance
+        answer = answer[answer.index(head) + len(head) :].strip()
     if tail and tail in answer:
         answer = answer[: answer.index(tail)].strip()
     return answer
