@@ -106,7 +106,8 @@ def parse_answer(raw: str, left: str, right: str) -> str:
         answer = inner.strip()
     # Models often copy the whole text with the blank filled: keep what sits between the two.
     head, tail = left.strip()[-40:], right.strip()[:40]
-    if len(head) >= 8 and head in answer:  # shorter heads match by chance
+    # a short head counts only at the very start (elsewhere it matches by chance)
+    if head and head in answer and (len(head) >= 8 or answer.startswith(head)):
         answer = answer[answer.index(head) + len(head) :].strip()
     if tail and tail in answer:
         answer = answer[: answer.index(tail)].strip()
