@@ -78,6 +78,9 @@ class Item(Base):
     original: Mapped[list[Any] | None] = mapped_column(nullable=True)
     source: Mapped[str | None] = mapped_column(String(500), nullable=True)
     is_gold: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Raters this item was given to (kept by the allocator in the same transaction as the
+    # assignment), so finding the least-covered item is an index lookup, not a count.
+    n_assigned: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     study: Mapped[Study] = relationship(back_populates="items")
@@ -87,7 +90,8 @@ class Item(Base):
 
     __table_args__ = (
         UniqueConstraint("study_id", "key", name="uq_item_study_key"),
-        Index("ix_item_study_gold", "study_id", "is_gold"),
+        Index("ix_item_study_gold_assigned", "study_id", "is_gold", "n_assigned"),
+        CheckConstraint("n_assigned >= 0", name="ck_item_n_assigned"),
     )
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -86,8 +86,29 @@ def _as_utc(dt: datetime | None) -> datetime | None:
     return dt.replace(tzinfo=UTC)  # SQLite hands back naive datetimes; they were stored in UTC
 
 
-def _order_key(seed: int, item_id: int) -> bytes:
-    return hashlib.blake2b(f"{seed}:{item_id}".encode(), digest_size=8).digest()
+_PRIME = 2_147_483_647  # 2**31 - 1: every product below stays within 64-bit integers
+
+
+def _shuffle_key(rater: Rater):  # noqa: ANN202 - a SQL expression
+    """A per-rater pseudo-random order of items, computed in SQL (SQLite and Postgres alike):
+    an affine map of the id, squared (non-linear, so orders of different raters do not
+    share a lattice structure), then another affine map, all modulo a prime."""
+    seed = rater.seed
+    m1, a1 = 1 + seed % (_PRIME - 1), (seed >> 20) % _PRIME
+    m2, a2 = 1 + (seed >> 31) % (_PRIME - 1), (seed >> 11) % _PRIME
+    x = (Item.id * literal(m1, BigInteger) + literal(a1, BigInteger)) % _PRIME
+    return ((x * x) % _PRIME * literal(m2, BigInteger) + literal(a2, BigInteger)) % _PRIME
+
+
+def _eligible(rater: Rater, study: Study, *, gold: bool):  # noqa: ANN202 - a Select
+    """Items this rater may still get: not yet theirs; regular ones only while under k."""
+    mine = select(Assignment.item_id).where(Assignment.rater_id == rater.id)
+    q = select(Item.id).where(
+        Item.study_id == study.id, Item.is_gold.is_(gold), Item.id.not_in(mine)
+    )
+    if not gold:
+        q = q.where(Item.n_assigned < study.raters_per_item)
+    return q
 
 
 class AnnotationStore:
@@ -307,34 +328,27 @@ class AnnotationStore:
         has ``raters_per_item`` raters, least-covered first, in the rater's own random order."""
         if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
             s.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-        mine = set(s.scalars(select(Assignment.item_id).where(Assignment.rater_id == rater.id)))
-        rows = s.execute(
-            select(Item.id, Item.is_gold, func.count(Assignment.id))
-            .outerjoin(Assignment, Assignment.item_id == Item.id)
-            .where(Item.study_id == study.id)
-            .group_by(Item.id, Item.is_gold)
-        ).all()
-        gold = [iid for iid, g, _ in rows if g and iid not in mine]
-        regular = [
-            (n, iid)
-            for iid, g, n in rows
-            if not g and iid not in mine and n < study.raters_per_item
-        ]
-        if not gold and not regular:
+        gold = list(s.scalars(_eligible(rater, study, gold=True).order_by(_shuffle_key(rater))))
+        item_id = s.scalar(
+            _eligible(rater, study, gold=False)
+            .order_by(Item.n_assigned, _shuffle_key(rater), Item.id)
+            .limit(1)
+        )
+        if item_id is None and not gold:
             return None
         last = s.scalar(
             select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id)
         )
         position = (last or 0) + 1
         rng = random.Random(f"{rater.seed}:{position}")
-        pick_gold = bool(gold) and rng.random() < len(gold) / (len(gold) + len(regular))
-        if pick_gold:
-            item_id = min(gold, key=lambda i: _order_key(rater.seed, i))
-        else:
-            least = min(n for n, _ in regular)
-            item_id = min(
-                (i for n, i in regular if n == least), key=lambda i: _order_key(rater.seed, i)
+        if gold:
+            # Spread attention checks evenly: pick one with probability gold left / all left.
+            n_regular = s.scalar(
+                _eligible(rater, study, gold=False).with_only_columns(func.count(Item.id))
             )
+            if item_id is None or rng.random() < len(gold) / (len(gold) + n_regular):
+                item_id = gold[0]
+        s.execute(update(Item).where(Item.id == item_id).values(n_assigned=Item.n_assigned + 1))
         output_ids = list(
             s.scalars(select(Output.id).where(Output.item_id == item_id).order_by(Output.id))
         )
@@ -503,6 +517,7 @@ class AnnotationStore:
             )
             order = [o.id for o in item.outputs]
             now = utcnow()
+            item.n_assigned = 1
             a = Assignment(
                 rater_id=rater.id,
                 item_id=item.id,
@@ -865,30 +880,25 @@ def _receipt(s: Session, a: Assignment, rater: Rater, *, duplicate: bool) -> Sub
 
 
 def _rater_progress(s: Session, rater: Rater, study: Study) -> RaterProgress:
-    done, open_, remaining = _rater_counts(s, rater.id, study)
+    done, open_, remaining = _rater_counts(s, rater, study)
     total = done + open_ + remaining
     return RaterProgress(done, open_ + remaining, total, finished=open_ + remaining == 0)
 
 
-def _rater_counts(s: Session, rater_id: int, study: Study) -> tuple[int, int, int]:
+def _rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]:
     """(answered, assigned but not answered, still assignable to this rater)."""
-    rows = s.execute(
-        select(Assignment.item_id, Assignment.completed_at.is_not(None)).where(
-            Assignment.rater_id == rater_id
+    done, total = s.execute(
+        select(
+            func.count(Assignment.completed_at),
+            func.count(Assignment.id),
+        ).where(Assignment.rater_id == rater.id)
+    ).one()
+    remaining = 0
+    for gold in (True, False):
+        remaining += s.scalar(
+            _eligible(rater, study, gold=gold).with_only_columns(func.count(Item.id))
         )
-    ).all()
-    mine = {i for i, _ in rows}
-    done = sum(1 for _, c in rows if c)
-    counts = s.execute(
-        select(Item.id, Item.is_gold, func.count(Assignment.id))
-        .outerjoin(Assignment, Assignment.item_id == Item.id)
-        .where(Item.study_id == study.id)
-        .group_by(Item.id, Item.is_gold)
-    ).all()
-    remaining = sum(
-        1 for iid, g, n in counts if iid not in mine and (g or n < study.raters_per_item)
-    )
-    return done, len(rows) - done, remaining
+    return done, total - done, remaining
 
 
 def _study_progress(s: Session, st: Study) -> StudyProgress:
@@ -909,7 +919,7 @@ def _study_progress(s: Session, st: Study) -> StudyProgress:
     done = sum(min(n, k) for n in done_per_item.values()) if st.kind == "study" else needed
     raters = []
     for r in s.scalars(select(Rater).where(Rater.study_id == st.id).order_by(Rater.id)):
-        d, o, rem = _rater_counts(s, r.id, st)
+        d, o, rem = _rater_counts(s, r, st)
         gold = s.execute(
             select(Assignment.gold_passed)
             .join(Item, Item.id == Assignment.item_id)
