@@ -307,6 +307,9 @@ class AnnotationStore:
             rater, study = _rater_by_token(s, token)
             if study.status != "open":
                 raise StudyClosedError(f"the study {study.name!r} is {study.status}")
+            if not self.is_sqlite:
+                # Two tabs of one rater asking at once must not both allocate a new item.
+                s.execute(select(Rater.id).where(Rater.id == rater.id).with_for_update())
             a = s.scalar(
                 select(Assignment)
                 .where(Assignment.rater_id == rater.id, Assignment.completed_at.is_(None))

@@ -261,3 +261,43 @@ def test_blind_vote_is_stored_once_and_counted(store, adb):
     # arena raters cannot be used as invite tokens
     with pytest.raises(UnknownTokenError):
         store.next_item("arena-visitor:browser-1")
+
+
+def test_item_order_is_shuffled_per_rater(sqlite_store, adb):
+    """Positions are not the creation order, and two raters' orders are unrelated."""
+    from scipy.stats import spearmanr
+
+    items, outputs = adb.make_items(60)
+    sqlite_store.create_study(
+        "big", items, outputs, questions=["appropriate", "likert:fluency"], raters_per_item=2
+    )
+    orders = []
+    for inv in sqlite_store.invite_many("big", ["a", "b"]):
+        seq = []
+        while (item := sqlite_store.next_item(inv.token)) is not None:
+            seq.append(int(item.text.split()[1]))
+            sqlite_store.submit(inv.token, item.assignment_id, adb.answer_all(item))
+        orders.append(seq)
+    a, b = orders
+    assert sorted(a) == sorted(b) == list(range(60))
+    rank_b = {v: i for i, v in enumerate(b)}
+    assert abs(spearmanr(range(60), a).statistic) < 0.5
+    assert abs(spearmanr(range(60), [rank_b[v] for v in a]).statistic) < 0.5
+
+
+def test_concurrent_next_item_of_one_rater_gives_one_item(store, adb):
+    import threading
+
+    new_study(store, adb)
+    tok = store.invite("pilot", "ann").token
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(store.next_item(tok).assignment_id))
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1
+    assert count(store, Assignment) == 1
