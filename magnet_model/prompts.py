@@ -93,6 +93,7 @@ _PREAMBLE = re.compile(
     r"^(answer\s*:|the answer is\s*:?|[^:]{0,40}\b(missing|answer|blank|text)\b[^:]{0,25}:)\s*",
     re.IGNORECASE,
 )
+_PUNCT = ".,;:!?"
 _QUOTES = "\"'`“”‘’"
 
 
@@ -111,4 +112,6 @@ def parse_answer(raw: str, left: str, right: str) -> str:
         answer = answer[answer.index(head) + len(head) :].strip()
     if tail and tail in answer:
         answer = answer[: answer.index(tail)].strip()
+    if tail[:1] in _PUNCT:  # the text goes on with punctuation: the answer must not end one
+        answer = answer.rstrip(_PUNCT).rstrip()
     return answer
