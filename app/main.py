@@ -49,7 +49,7 @@ def continue_handler(
 
 
 def build_demo(engine: Engine) -> gr.Blocks:
-    adapters = ["base", *engine.adapter_names()]
+    adapters = ["base", *engine.adapter_names]
     with gr.Blocks(title="MAGNET") as demo:
         gr.Markdown(
             "# MAGNET\nOne decoder LLM for infilling, continuation and embeddings. "
@@ -87,6 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     except MagnetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    log.info("Serving %s with adapters %s", engine.loaded.source, engine.adapter_names() or "none")
+    log.info("Serving %s with adapters %s", engine.loaded.source, engine.adapter_names or "none")
     build_demo(engine).launch(server_name=args.host, server_port=args.port)
     return 0
