@@ -786,14 +786,15 @@ class Engine:
 
     def embed_tokens(self, text: str, adapter: str | None = "magnet") -> TokenVectors:
         """One vector per token. Bidirectional adapters: token i's vector is the output at i-1
-        (the MNTP convention; a BOS is put before the first token). Causal (base): own output."""
+        (the MNTP convention; a BOS is put before the first token). Causal (base, adapters
+        trained causally): the token's own output."""
         if not text or not text.strip():
             raise EmptyInputError("The text is empty.")
         name = self.resolve_adapter(adapter)
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = enc.input_ids[: self.max_input_tokens - 1]
         meta = self.meta(name)
-        mode = "causal" if meta is None else "bidirectional"
+        mode = "causal" if meta is None or meta.attention == "causal" else "bidirectional"
         start = self.bos(name) or self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
         feed = [start, *ids]
         t = self._tensor([feed])
