@@ -51,7 +51,8 @@ STATE_FILE = "trainer_state.pt"
 # flags that must match between a checkpoint and the run resuming it
 RESUME_KEYS = (
     "objectives", "stage2_objectives", "attention", "stage1_steps", "stage2_steps", "batch_size",
-    "grad_accum", "max_length", "seed", "lora_r", "lora_alpha", "lora_targets", "corpus",
+    "grad_accum", "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
+    "lora_targets", "corpus",
 )  # fmt: skip
 
 
@@ -62,6 +63,7 @@ class TrainConfig:
     text_column: str = "text"
     paraphrase_column: str = "paraphrase"
     max_length: int = 128  # tokens per training text
+    sscl_max_length: int | None = None  # SSCL texts cut to this (default: max_length)
     objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
     stage2_objectives: list[str] | None = None  # default: all of --objectives
     attention: str = "hybrid"
@@ -150,8 +152,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("sscl is selected but trains only in stage 2: give --stage2-steps > 0.")
     if "sscl" in cfg.objectives and cfg.batch_size < 2:
         raise ConfigError("SSCL needs in-batch negatives: --batch-size must be at least 2.")
-    if cfg.max_length < 8:
-        raise ConfigError("--max-length must be at least 8 tokens.")
+    if cfg.max_length < 8 or (cfg.sscl_max_length is not None and cfg.sscl_max_length < 1):
+        raise ConfigError("--max-length must be at least 8 tokens, --sscl-max-length 1.")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.save_every < 1:
         raise ConfigError("--batch-size, --grad-accum and --save-every must be positive.")
     if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl) < 0:
@@ -330,6 +332,13 @@ class Run:
         return next(self.model.parameters()).dtype
 
 
+def sentence_pairs(batch: list[Example], length: int) -> tuple[list[list[int]], list]:
+    """(x, x+) token lists: x+ is the paraphrase if any, else x itself (SimCSE dropout)."""
+    texts = [list(e.ids[:length]) for e in batch]
+    positives = [list((e.positive or e.ids)[:length]) for e in batch]
+    return texts, positives
+
+
 def micro_step(run: Run, step: int, micro: int, objectives: list[str]) -> dict[str, float]:
     """Forward + backward of one micro-batch; returns its losses (unweighted)."""
     cfg = run.cfg
@@ -360,8 +369,7 @@ def micro_step(run: Run, step: int, micro: int, objectives: list[str]) -> dict[s
         (total / cfg.grad_accum).backward()
         out.update({k: v.item() for k, v in losses.items()})
     if "sscl" in objectives:
-        texts = [list(e.ids) for e in batch]
-        positives = [list(e.positive or e.ids) for e in batch]
+        texts, positives = sentence_pairs(batch, cfg.sscl_max_length or cfg.max_length)
         sb = collate_sentences(texts, positives, run.instruction_ids, run.roles, run.bos)
         sb = sb.to(run.device)
         # dropout stays on through backward: gradient checkpointing re-runs the forward there
@@ -605,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--text-column", default=d.text_column)
     g.add_argument("--paraphrase-column", default=d.paraphrase_column)
     g.add_argument("--max-length", type=int, default=d.max_length, help="tokens per text")
+    g.add_argument(
+        "--sscl-max-length", type=int, default=None, help="SSCL texts (default: --max-length)"
+    )
     g = p.add_argument_group("method")
     g.add_argument("--objectives", default=",".join(d.objectives), help="subset of mntp,msg,sscl")
     g.add_argument("--stage2-objectives", default=None, help="default: all of --objectives")

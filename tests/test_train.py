@@ -12,6 +12,7 @@ from magnet_model.adapter_meta import load_meta
 from magnet_model.errors import ConfigError
 from magnet_model.tokens import choose_token_roles
 from magnet_model.train import (
+    Example,
     Sampler,
     TrainConfig,
     build_parser,
@@ -19,6 +20,7 @@ from magnet_model.train import (
     config_from_args,
     load_corpus,
     main,
+    sentence_pairs,
     validate,
 )
 from tests.conftest import make_tiny_llama, make_tiny_tokenizer
@@ -184,6 +186,13 @@ def test_corpus_chunks_plain_texts_and_keeps_paraphrase_pairs_whole(corpus, tmp_
     assert len(examples) <= 1 + n_plain
 
 
+def test_sentence_pairs_use_the_paraphrase_else_the_text_and_respect_the_length():
+    batch = [Example((1, 2, 3, 4, 5), positive=(9, 8, 7)), Example((4, 5, 6))]
+    texts, positives = sentence_pairs(batch, 4)
+    assert texts == [[1, 2, 3, 4], [4, 5, 6]]
+    assert positives == [[9, 8, 7], [4, 5, 6]]
+
+
 def test_sampler_visits_every_text_once_per_epoch_and_is_reproducible():
     s = Sampler(10, seed=3)
     epoch = s.indices(0, 5) + s.indices(1, 5)
@@ -200,3 +209,26 @@ def test_default_pooling_follows_attention_and_defaults_validate():
     validate(parse())
     with pytest.raises(ConfigError):
         validate(parse("--max-steps", "0"))
+
+
+@pytest.mark.integration
+def test_one_step_of_each_stage_on_the_real_embedded_model(tmp_path):
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text(
+        "The river flows through the old city before it reaches the sea.\n"
+        "Paris is the capital and largest city of France, on the Seine.\n"
+        "The first computers filled whole rooms and used vacuum tubes.\n"
+    )
+    out = tmp_path / "magnet"
+    argv = [
+        "--output", str(out), "--base-model", "embedded", "--device", "cpu",
+        "--corpus", str(corpus), "--stage1-steps", "1", "--stage2-steps", "1",
+        "--batch-size", "2", "--max-length", "24", "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    meta = load_meta(out)
+    assert len(set(meta.token_roles.to_dict().values()) - {meta.token_roles.pad}) >= 4
+    assert meta.training["bos"] is None  # SmolLM2 adds no BOS to text
+    log = log_of(out)
+    assert [r["stage"] for r in log] == [1, 2]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in log)
