@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from .errors import AnnotationError
-from .io import FORMATS, read_items, read_outputs
+from .io import FORMATS, read_items, read_outputs, write_items
 from .settings import DBSettings
 from .store import AnnotationStore
 
@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--study", required=True)
     e.add_argument("--format", choices=FORMATS, default="jsonl")
     e.add_argument("out", help="file (csv, jsonl) or folder (datasets)")
+
+    x = sub.add_parser("export-items", help="write a study's items and outputs (.jsonl/.csv)")
+    x.add_argument("--study", required=True)
+    x.add_argument("items_out")
+    x.add_argument("outputs_out")
 
     c = sub.add_parser("create-study", help="create a study from items and outputs files")
     c.add_argument("--name", required=True)
@@ -72,6 +77,10 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
         print(store.backup(args.dest, overwrite=args.overwrite))
     elif args.cmd == "export":
         print(store.export(args.study, args.format, args.out))
+    elif args.cmd == "export-items":
+        items, outputs = store.items(args.study)
+        print(write_items(args.items_out, items))
+        print(write_items(args.outputs_out, outputs))
     elif args.cmd == "create-study":
         instructions = ""
         if args.instructions:

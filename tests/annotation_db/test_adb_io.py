@@ -184,3 +184,48 @@ def test_backup_refuses_postgres(store):
         pytest.skip("Postgres-only check")
     with pytest.raises(UnsupportedError, match="pg_dump"):
         store.backup("/tmp/never.sqlite3")
+
+
+def test_cli_create_invite_and_export_items_round_trip(tmp_path, adb, capsys):
+    items, outputs = adb.make_items(3)
+    write_items(tmp_path / "items.csv", items)
+    write_items(tmp_path / "outputs.jsonl", outputs)
+    db = ["--db-path", str(tmp_path / "db.sqlite3")]
+    assert (
+        main(
+            [
+                *db,
+                "create-study",
+                "--name",
+                "s",
+                "--items",
+                str(tmp_path / "items.csv"),
+                "--outputs",
+                str(tmp_path / "outputs.jsonl"),
+                "--raters-per-item",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert main([*db, "invite", "--study", "s", "Ann", "Bob"]) == 0
+    out = capsys.readouterr().out
+    tokens = [line.split("\t")[1] for line in out.splitlines() if "\t" in line]
+    assert len(tokens) == 2
+    with AnnotationStore(path=tmp_path / "db.sqlite3") as store:
+        assert store.open_session(tokens[0]).display_name == "Ann"
+    assert (
+        main(
+            [
+                *db,
+                "export-items",
+                "--study",
+                "s",
+                str(tmp_path / "i2.jsonl"),
+                str(tmp_path / "o2.csv"),
+            ]
+        )
+        == 0
+    )
+    assert read_items(tmp_path / "i2.jsonl") == read_items(tmp_path / "items.csv")
+    assert len(read_outputs(tmp_path / "o2.csv")) == 9

@@ -57,8 +57,7 @@ def _rate(store, token, careless=False):
         store.submit(token, item.assignment_id, ans, preference=pref)
 
 
-def test_results_on_designed_data(sqlite_store):
-    store = sqlite_store
+def test_results_on_designed_data(store):
     _study(store)
     careful = store.invite_many("designed", ["c1", "c2", "c3"])
     for inv in careful:
@@ -122,3 +121,13 @@ def test_make_gold_items_corrupts_with_another_documents_span():
         assert orig.gold_role == "original" and corr.gold_role == "corrupted"
         assert orig.text == g.text.replace("___", g.original[0])
         assert corr.fills != orig.fills
+
+
+def test_results_of_an_empty_study(store):
+    _study(store)
+    res = store.results("designed")
+    assert [s.appropriate.n for s in res.systems] == [0, 0]
+    assert res.pairwise == [] and res.bradley_terry == []
+    assert all(a.alpha is None for a in res.agreement)
+    assert res.time_per_item.n == 0 and res.progress.share_done == 0.0
+    json.dumps(res.to_dict())
