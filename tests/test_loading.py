@@ -47,8 +47,8 @@ def test_hub_id_without_network_names_the_fix(monkeypatch):
 
 
 def test_adapters_load_by_name_over_one_base(tiny_dir, tiny_tokenizer, tmp_path):
-    from conftest import make_tiny_llama
     from peft import LoraConfig, get_peft_model
+    from tiny_models import make_tiny_llama
 
     refs = {}
     for seed, name in enumerate(("first", "second")):

@@ -1,0 +1,73 @@
+"""A tiny randomly initialised Llama and a small tokenizer built in code (used by tests).
+
+No download: the tokenizer is a word-level `tokenizers` model over a fixed vocabulary that
+also holds the special tokens SmolLM2 has (so magnet_model.tokens picks the same roles).
+"""
+
+from __future__ import annotations
+
+SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<repo_name>",
+    "<reponame>",
+    "<file_sep>",
+    "<filename>",
+    "<gh_stars>",
+    "<issue_start>",
+    "<issue_comment>",
+]
+WORDS = (
+    "the a an of to in and is was on for with as by at from it that this be are were "
+    "cat dog bird fish sat ran flew swam mat log tree pond red blue green small big old "
+    "house river city king queen man woman child day night sun moon star sky sea land "
+    "first second third one two three four five six seven eight nine ten paris france "
+    "capital music art science history war peace water fire earth air given sentence "
+    "find its representation : . , ! ? ' \" ( ) -"
+).split()
+
+
+def make_tiny_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + ["[UNK]"] + WORDS)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    from tokenizers import decoders
+
+    tk.decoder = decoders.WordPiece(prefix="##")  # joins tokens with spaces
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        unk_token="[UNK]",
+        pad_token="<|im_end|>",
+    )
+    tok.add_special_tokens({"additional_special_tokens": SPECIALS[3:]})
+    return tok
+
+
+def make_tiny_llama(vocab_size: int, seed: int = 0, **overrides):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        attn_implementation="sdpa",
+    )
+    cfg.update(overrides)
+    model = LlamaForCausalLM(LlamaConfig(**cfg))
+    model.eval()
+    return model
