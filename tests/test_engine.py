@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_llama, make_tiny_tokenizer
 from peft import LoraConfig, get_peft_model
+from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model import prompts
 from magnet_model.adapter_meta import AdapterMeta, save_meta
