@@ -1,0 +1,733 @@
+"""python -m magnet_model.evaluate: the paper's protocols, base / llm2vec / magnet / MiniLM side by
+side, one Markdown table (results.md) and everything measured (results.json).
+
+Tasks (--tasks, default all):
+- infill      held-out Wikipedia passages (first 192 tokens), one span of 8-32 tokens (whole
+              words, middle third, seeded) removed. Perplexity of the TRUE span: MAGNET in the
+              hybrid layout (left + right context), the base model prompted zero- and five-shot
+              (prompts.py), and every causal system from the left context only (reference).
+              Then MAGNET fills each blank greedily (cap 64 tokens): the share of infills that
+              stop by themselves (<span_end>) inside the blank. A few examples go to the JSON.
+- sts         STS-B test (seeded sample), Spearman x 100 of cosine similarities. Pooling per
+              system as the engine does it (MAGNET: last token + instruction, bidirectional;
+              llm2vec: as recorded with the adapter; base: causal mean); all-MiniLM-L6-v2.
+- probe       linear probe on frozen word features for POS, chunking, NER (probe.py).
+- repetition  Rep-4 and Rep-Sen of greedy continuations (128 tokens) of the first 32 tokens
+              of held-out passages, causal mask, adapter on.
+- knowledge   causal perplexity of held-out passages (first 256 tokens), adapter on vs base.
+
+Systems that are not loaded (or a task does not apply to) are reported as n/a with the reason.
+--quick shrinks every sample so the whole run takes a few minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import scoring
+from .errors import ConfigError, MagnetError
+
+TASKS = ("infill", "sts", "probe", "repetition", "knowledge")
+MINILM = "minilm"
+DEFAULT_SYSTEMS = ("base", "llm2vec", "magnet", MINILM)
+TITLES = {"base": "base", "llm2vec": "llm2vec", "magnet": "magnet", MINILM: "all-MiniLM-L6-v2"}
+DEFAULT_OUTPUT = "artifacts/eval"
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass
+class Sizes:
+    """How much of each data set a run uses (0 for n_sts: the whole STS-B test set)."""
+
+    n_passages: int = 100  # infill: passages scored
+    n_infills: int = 100  # infill: of those, filled by generation (stop share)
+    n_examples: int = 3  # infill: examples (with prompted infills) kept in the JSON
+    passage_tokens: int = 192
+    max_span_tokens: int = 64  # cap of a generated infill
+    n_sts: int = 0
+    n_probe_train: int = 500  # CoNLL-2003 train sentences
+    n_probe_test: int = 200  # CoNLL-2003 test sentences
+    n_prompts: int = 30  # repetition: continuations per system
+    prompt_tokens: int = 32
+    max_new_tokens: int = 128
+    n_ppl: int = 100  # knowledge: held-out passages
+    ppl_tokens: int = 256
+
+
+QUICK = Sizes(
+    n_passages=8,
+    n_infills=3,
+    n_examples=2,
+    n_sts=150,
+    n_probe_train=60,
+    n_probe_test=30,
+    n_prompts=2,
+    n_ppl=8,
+)
+
+SIZE_FLAGS = {  # flag -> Sizes field
+    "--n-passages": "n_passages",
+    "--n-infills": "n_infills",
+    "--n-examples": "n_examples",
+    "--n-sts": "n_sts",
+    "--n-probe-train": "n_probe_train",
+    "--n-probe-test": "n_probe_test",
+    "--n-prompts": "n_prompts",
+    "--max-new-tokens": "max_new_tokens",
+    "--n-ppl": "n_ppl",
+}
+
+
+@dataclass
+class EvalConfig:
+    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    systems: list[str] = field(default_factory=lambda: list(DEFAULT_SYSTEMS))
+    sizes: Sizes = field(default_factory=Sizes)
+    quick: bool = False
+    seed: int = 0
+    batch_size: int = 8
+    output: Path = Path(DEFAULT_OUTPUT)
+    progress: bool = True
+
+
+def _names(value: str, known: tuple[str, ...] | None, what: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ConfigError(f"--{what} is empty; give a comma-separated list.")
+    if known is not None:
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise ConfigError(f"Unknown {what}: {', '.join(bad)}; choose from {', '.join(known)}.")
+    return list(dict.fromkeys(names))
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    """Flags -> EvalConfig; --quick sets the small sizes, explicit size flags still win."""
+    sizes = replace(QUICK) if args.quick else Sizes()
+    for flag, name in SIZE_FLAGS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value < 0 or (value == 0 and name != "n_sts"):
+            raise ConfigError(f"{flag} must be at least 1 (n-sts: 0 = all), not {value}.")
+        setattr(sizes, name, value)
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be at least 1, not {args.batch_size}.")
+    output = Path(args.output).expanduser()
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} is a file; give a directory.")
+    return EvalConfig(
+        tasks=_names(args.tasks, TASKS, "tasks"),
+        systems=_names(args.systems, None, "systems"),
+        sizes=sizes,
+        quick=args.quick,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        output=output,
+        progress=not args.no_progress,
+    )
+
+
+# ---------------------------------------------------------------- systems and hardware
+
+
+@dataclass
+class System:
+    name: str
+    kind: str  # "llm" (base or an adapter) or "encoder" (MiniLM)
+    reason: str = ""  # why it is not available; "" when it is
+
+    @property
+    def available(self) -> bool:
+        return not self.reason
+
+
+def resolve_systems(engine, names: list[str]) -> list[System]:
+    """Each asked-for name as a System: base, a loaded adapter, MiniLM, or n/a with the reason."""
+    loaded = engine.adapter_names
+    out = []
+    for name in names:
+        if name == MINILM:
+            from . import assets
+
+            try:
+                assets.minilm_dir()
+                out.append(System(name, "encoder"))
+            except MagnetError as e:
+                out.append(System(name, "encoder", str(e)))
+        elif name == "base" or name in loaded:
+            out.append(System(name, "llm"))
+        else:
+            have = ", ".join(loaded) or "none"
+            out.append(System(name, "llm", f"adapter not loaded (loaded adapters: {have})"))
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware(engine) -> dict:
+    dev = engine.device
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(dev),
+        "gpu": gpu,
+        "dtype": str(engine.dtype).replace("torch.", ""),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass
+class Run:
+    """What every task needs: the engine, the config, the systems, the progress bar."""
+
+    engine: object
+    cfg: EvalConfig
+    systems: list[System]
+    bar: object
+    minilm: object = None
+
+    def llm(self) -> list[System]:
+        return [s for s in self.systems if s.kind == "llm"]
+
+    def step(self, what: str) -> None:
+        self.bar.set_postfix_str(what, refresh=False)
+        self.bar.update(1)
+
+
+def _na(reason: str) -> dict:
+    return {"n/a": reason}
+
+
+def _per_system(run: Run, task: str, fn: Callable, applies: Callable | None = None) -> dict:
+    """fn(system) for every system the task applies to; n/a entries otherwise; timed."""
+    out = {}
+    for s in run.systems:
+        reason = s.reason or (applies(s) if applies else "")
+        if reason:
+            out[s.name] = _na(reason)
+        else:
+            t0 = time.perf_counter()
+            out[s.name] = fn(s)
+            out[s.name]["seconds"] = round(time.perf_counter() - t0, 2)
+        run.step(f"{task}: {s.name}")
+    return out
+
+
+def _llm_only(s: System) -> str:
+    return "" if s.kind == "llm" else "a sentence encoder: no generation or token vectors"
+
+
+def _hybrid(run: Run, s: System) -> bool:
+    meta = run.engine.meta(s.name) if s.kind == "llm" and s.available else None
+    return meta is not None and meta.attention == "hybrid" and "msg" in meta.objectives
+
+
+def _sample(items: list, n: int, seed: int, tag: str) -> list:
+    """n items, a seeded sample kept in order (all when n is 0 or larger than the list)."""
+    if n == 0 or n >= len(items):
+        return list(items)
+    keep = sorted(random.Random(f"{seed}-{tag}").sample(range(len(items)), n))
+    return [items[i] for i in keep]
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def _fits(engine, cases: list, tokenizer) -> list:
+    """Cases whose five-shot prompt (the longest input of the task) fits the model's context."""
+    rows = scoring.prompted_rows(tokenizer, cases, 5)
+    cap = engine.max_input_tokens - engine.config.max_span_tokens
+    return [c for c, (r, _) in zip(cases, rows, strict=True) if len(r.ids) <= cap]
+
+
+def task_infill(run: Run) -> dict:
+    from .data import wikipedia_paragraphs
+
+    e, z = run.engine, run.cfg.sizes
+    cases = scoring.span_cases(
+        e.tokenizer, wikipedia_paragraphs("heldout"), z.n_passages, run.cfg.seed, z.passage_tokens
+    )
+    cases = _fits(e, cases, e.tokenizer)
+    if not cases:
+        raise ConfigError("No held-out passage is long enough for an infill case.")
+    b = run.cfg.batch_size
+    generated: dict[str, list] = {}
+
+    def one(s: System) -> dict:
+        r = {"causal_left_ppl": scoring.span_perplexity(scoring.causal_span_nll(e, cases, s.name))}
+        if s.name == "base":
+            for shots, key in ((0, "zero_shot"), (5, "five_shot")):
+                nll = scoring.prompted_span_nll(e, cases, shots, max(1, b // 2))
+                r[f"{key}_ppl"] = scoring.span_perplexity(nll)
+                r[f"{key}_ppl_with_end"] = scoring.span_perplexity(nll, with_end=True)
+        if _hybrid(run, s):
+            nll = scoring.hybrid_span_nll(e, cases, s.name, b)
+            r["hybrid_ppl"] = scoring.span_perplexity(nll)
+            r["hybrid_ppl_with_end"] = scoring.span_perplexity(nll, with_end=True)
+            fills = [
+                e.infill(c.blanked("[blank]"), adapter=s.name, max_span_tokens=z.max_span_tokens)
+                for c in cases[: z.n_infills]
+            ]
+            generated[s.name] = fills
+            r["stop_share"] = float(np.mean([f.spans[0].stopped for f in fills]))
+            r["infill_tokens_mean"] = float(np.mean([len(f.spans[0].token_ids) for f in fills]))
+            r["true_span_tokens_mean"] = float(np.mean([c.n_tokens for c in cases[: len(fills)]]))
+            r["n_infills"] = len(fills)
+        return r
+
+    systems = _per_system(run, "infill", one, _llm_only)
+    return {
+        "sizes": {"passages": len(cases), "span_tokens_mean": np.mean([c.n_tokens for c in cases])},
+        "systems": systems,
+        "examples": _infill_examples(run, cases[: run.cfg.sizes.n_examples], generated),
+    }
+
+
+def _infill_examples(run: Run, cases: list, generated: dict[str, list]) -> list[dict]:
+    """The blanked passage, the truth, each system's infill (prompted ones generated here)."""
+    e, cap = run.engine, run.cfg.sizes.max_span_tokens
+    base_ok = any(s.name == "base" and s.available for s in run.systems)
+    out = []
+    for i, c in enumerate(cases):
+        text = c.blanked("[blank]")
+        ex = {"text": text, "truth": c.span_text.strip()}
+        for name, fills in generated.items():
+            if i < len(fills):
+                span = fills[i].spans[0]
+                ex[name] = {"infill": span.text.strip(), "end_reason": span.end_reason}
+        if base_ok:
+            for shots, key in ((0, "base zero-shot"), (5, "base five-shot")):
+                r = e.infill_prompted(text, shots=shots, max_span_tokens=cap)
+                ex[key] = {"infill": r.spans[0].text, "end_reason": r.spans[0].end_reason}
+        out.append(ex)
+    return out
+
+
+def _load_minilm(run: Run):
+    if run.minilm is None:
+        from sentence_transformers import SentenceTransformer
+
+        from . import assets
+
+        run.minilm = SentenceTransformer(str(assets.minilm_dir()), device="cpu")
+    return run.minilm
+
+
+def task_sts(run: Run) -> dict:
+    from scipy.stats import spearmanr
+
+    from .data import load_sts_b
+
+    e = run.engine
+    pairs = _sample(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
+    texts = list(dict.fromkeys(t for p in pairs for t in (p.sentence1, p.sentence2)))
+    index = {t: i for i, t in enumerate(texts)}
+    i1 = [index[p.sentence1] for p in pairs]
+    i2 = [index[p.sentence2] for p in pairs]
+    gold = [p.score for p in pairs]
+
+    def one(s: System) -> dict:
+        if s.kind == "encoder":
+            vecs = _load_minilm(run).encode(texts, batch_size=64, normalize_embeddings=True)
+            pooling = "mean (sentence-transformers)"
+        else:
+            vecs = e.embed_sentences(texts, adapter=s.name, batch_size=run.cfg.batch_size * 4)
+            plan = e._sentence_plan(e.resolve_adapter(s.name))
+            pooling = f"{plan.pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
+        cos = np.sum(vecs[i1] * vecs[i2], axis=1)  # both normalised: cosine
+        return {"spearman": 100 * float(spearmanr(cos, gold).statistic), "pooling": pooling}
+
+    return {"sizes": {"pairs": len(pairs)}, "systems": _per_system(run, "sts", one)}
+
+
+def task_probe(run: Run) -> dict:
+    from . import probe
+
+    z, seed = run.cfg.sizes, run.cfg.seed
+    train = probe.conll_subset("train", z.n_probe_train, seed)
+    test = probe.conll_subset("test", z.n_probe_test, seed)
+
+    def one(s: System) -> dict:
+        scores = probe.run_probe(run.engine, train, test, s.name)
+        return {t: sc.to_dict() for t, sc in scores.items()}
+
+    def applies(s: System) -> str:
+        return "" if s.kind == "llm" else "a sentence encoder: not probed per word here"
+
+    sizes = {"train_sentences": len(train), "test_sentences": len(test)}
+    return {"sizes": sizes, "systems": _per_system(run, "probe", one, applies)}
+
+
+def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int) -> list[str]:
+    """The first n_tokens tokens of n seeded held-out passages (that are long enough)."""
+    from .data import wikipedia_paragraphs
+
+    ids = tokenizer(wikipedia_paragraphs("heldout"), add_special_tokens=False).input_ids
+    long = [x[:n_tokens] for x in ids if len(x) >= 2 * n_tokens]
+    return [tokenizer.decode(x) for x in _sample(long, n, seed, "prompts")]
+
+
+def task_repetition(run: Run) -> dict:
+    from .metrics import repetition_stats
+
+    e, z = run.engine, run.cfg.sizes
+    prompts = heldout_prompts(e.tokenizer, z.n_prompts, z.prompt_tokens, run.cfg.seed)
+
+    def one(s: System) -> dict:
+        outs = [e.generate(p, adapter=s.name, max_new_tokens=z.max_new_tokens) for p in prompts]
+        stats = [repetition_stats(o.text).to_dict() for o in outs]
+        r = {k: float(np.mean([st[k] for st in stats])) for k in stats[0]}
+        r["tokens_mean"] = float(np.mean([len(o.token_ids) for o in outs]))
+        r["example"] = {"prompt": prompts[0], "continuation": outs[0].text}
+        return r
+
+    sizes = {
+        "prompts": len(prompts),
+        "prompt_tokens": z.prompt_tokens,
+        "new_tokens": z.max_new_tokens,
+    }
+    return {"sizes": sizes, "systems": _per_system(run, "repetition", one, _llm_only)}
+
+
+def task_knowledge(run: Run) -> dict:
+    from .data import wikipedia_paragraphs
+
+    e, z = run.engine, run.cfg.sizes
+    texts = _sample(wikipedia_paragraphs("heldout"), z.n_ppl, run.cfg.seed, "ppl")
+
+    def one(s: System) -> dict:
+        nll, n = scoring.causal_nll(e, texts, s.name, z.ppl_tokens, run.cfg.batch_size)
+        return {"ppl": scoring.perplexity(nll, n), "tokens": n}
+
+    systems = _per_system(run, "knowledge", one, _llm_only)
+    base = systems.get("base", {}).get("ppl")
+    for r in systems.values():
+        if "ppl" in r and base:
+            r["ratio_to_base"] = r["ppl"] / base
+    return {"sizes": {"passages": len(texts), "max_tokens": z.ppl_tokens}, "systems": systems}
+
+
+TASK_FUNCS = {
+    "infill": task_infill,
+    "sts": task_sts,
+    "probe": task_probe,
+    "repetition": task_repetition,
+    "knowledge": task_knowledge,
+}
+
+
+def evaluate(engine, cfg: EvalConfig, command: str = "") -> dict:
+    """Run the selected tasks for the selected systems -> the report (what results.json holds)."""
+    from tqdm.auto import tqdm
+
+    systems = resolve_systems(engine, cfg.systems)
+    total = len(cfg.tasks) * len(systems)
+    with tqdm(total=total, desc="evaluate", disable=not cfg.progress, file=sys.stderr) as bar:
+        run = Run(engine, cfg, systems, bar)
+        tasks = {}
+        for name in cfg.tasks:
+            t0 = time.perf_counter()
+            tasks[name] = TASK_FUNCS[name](run)
+            tasks[name]["seconds"] = round(time.perf_counter() - t0, 2)
+    report = {
+        "command": command,
+        "quick": cfg.quick,
+        "seed": cfg.seed,
+        "sizes": asdict(cfg.sizes),
+        "hardware": hardware(engine),
+        "systems": {
+            s.name: {"kind": s.kind, "available": s.available, "reason": s.reason} for s in systems
+        },
+        "tasks": tasks,
+    }
+    report["targets"] = [asdict(t) for t in check_targets(report)]
+    return report
+
+
+# ---------------------------------------------------------------- targets
+
+
+@dataclass
+class Target:
+    task: str
+    row: str  # the table row it belongs to
+    text: str
+    met: bool | None  # None: a system it needs was not measured
+
+
+def _get(report: dict, task: str, system: str, *keys):
+    node = report["tasks"].get(task, {}).get("systems", {}).get(system)
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node if isinstance(node, int | float) and not math.isnan(node) else None
+
+
+def _cmp(a, b, ok: Callable) -> bool | None:
+    return None if a is None or b is None else bool(ok(a, b))
+
+
+def check_targets(report: dict) -> list[Target]:
+    """The issue's targets, each judged on what this run measured."""
+    g = _get
+    prompted = [g(report, "infill", "base", f"{k}_ppl") for k in ("zero_shot", "five_shot")]
+    best = min((p for p in prompted if p is not None), default=None)
+    base_rep = g(report, "repetition", "base", "rep_4")
+    out = [
+        Target(
+            "infill",
+            "span PPL, hybrid layout (left + right context)",
+            "magnet <= 0.70 x best prompted base",
+            _cmp(g(report, "infill", "magnet", "hybrid_ppl"), best, lambda m, b: m <= 0.7 * b),
+        ),
+        Target(
+            "sts",
+            "Spearman x 100",
+            "magnet >= 75",
+            _cmp(g(report, "sts", "magnet", "spearman"), 75.0, lambda m, t: m >= t),
+        ),
+    ]
+    for task, row in (("pos", "POS accuracy"), ("chunk", "chunking accuracy")):
+        m, b = (
+            g(report, "probe", "magnet", task, "accuracy"),
+            g(report, "probe", "base", task, "accuracy"),
+        )
+        out.append(Target("probe", row, "magnet > base", _cmp(m, b, lambda x, y: x > y)))
+    m, b = g(report, "probe", "magnet", "ner", "f1"), g(report, "probe", "base", "ner", "f1")
+    out.append(
+        Target("probe", "NER F1 (non-O words)", "magnet > base", _cmp(m, b, lambda x, y: x > y))
+    )
+    out += [
+        Target(
+            "repetition",
+            "Rep-4",
+            "magnet <= 1.5 x base",
+            _cmp(g(report, "repetition", "magnet", "rep_4"), base_rep, lambda m, b: m <= 1.5 * b),
+        ),
+        Target(
+            "repetition",
+            "Rep-4",
+            "llm2vec > 1.5 x base",
+            _cmp(g(report, "repetition", "llm2vec", "rep_4"), base_rep, lambda m, b: m > 1.5 * b),
+        ),
+        Target(
+            "knowledge",
+            "causal PPL / base",
+            "magnet <= 1.05",
+            _cmp(g(report, "knowledge", "magnet", "ratio_to_base"), 1.05, lambda m, t: m <= t),
+        ),
+    ]
+    return out
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+# (task, row label, path into a system's result, format)
+ROWS = [
+    ("infill", "span PPL, hybrid layout (left + right context)", ("hybrid_ppl",), "{:.2f}"),
+    ("infill", "span PPL incl. end token, hybrid layout", ("hybrid_ppl_with_end",), "{:.2f}"),
+    ("infill", "span PPL, prompted zero-shot", ("zero_shot_ppl",), "{:.2f}"),
+    ("infill", "span PPL, prompted five-shot", ("five_shot_ppl",), "{:.2f}"),
+    ("infill", "span PPL, left context only (causal)", ("causal_left_ppl",), "{:.2f}"),
+    ("infill", "infills that stop inside the blank", ("stop_share",), "{:.0%}"),
+    ("sts", "Spearman x 100", ("spearman",), "{:.2f}"),
+    ("probe", "POS accuracy", ("pos", "accuracy"), "{:.2%}"),
+    ("probe", "chunking accuracy", ("chunk", "accuracy"), "{:.2%}"),
+    ("probe", "NER F1 (non-O words)", ("ner", "f1"), "{:.2%}"),
+    ("probe", "NER accuracy", ("ner", "accuracy"), "{:.2%}"),
+    ("repetition", "Rep-4", ("rep_4",), "{:.4f}"),
+    ("repetition", "Rep-Sen", ("rep_sen",), "{:.4f}"),
+    ("knowledge", "causal PPL", ("ppl",), "{:.2f}"),
+    ("knowledge", "causal PPL / base", ("ratio_to_base",), "{:.3f}"),
+]
+TASK_TITLES = {
+    "infill": "Infilling",
+    "sts": "STS-B",
+    "probe": "Token probe",
+    "repetition": "Repetition",
+    "knowledge": "Knowledge",
+}
+
+
+def _cell(result: dict | None, path: tuple, fmt: str) -> str:
+    if result is None:
+        return ""
+    if "n/a" in result:
+        return "n/a"
+    node = result
+    for k in path:
+        node = node.get(k) if isinstance(node, dict) else None
+    if node is None or (isinstance(node, float) and math.isnan(node)):
+        return "–"
+    return fmt.format(node)
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "yes", False: "no", None: "n/a"}[met]
+
+
+def render_markdown(report: dict) -> str:
+    """The side-by-side table, then sizes, timings, hardware and the reasons for every n/a."""
+    systems = list(report["systems"])
+    targets = [Target(**t) for t in report["targets"]]
+    head = ["task", "metric", *(TITLES.get(s, s) for s in systems), "target", "met?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for task, label, path, fmt in ROWS:
+        if task not in report["tasks"]:
+            continue
+        res = report["tasks"][task]["systems"]
+        cells = [_cell(res.get(s), path, fmt) for s in systems]
+        if all(c in ("–", "n/a", "") for c in cells):
+            continue
+        mine = [t for t in targets if t.task == task and t.row == label]
+        target = "; ".join(t.text for t in mine)
+        met = "; ".join(_verdict(t.met) for t in mine)
+        lines.append(
+            f"| {TASK_TITLES[task]} | {label} | " + " | ".join(cells) + f" | {target} | {met} |"
+        )
+    lines += ["", "n/a: " + _na_notes(report), ""]
+    lines += _timing_table(report)
+    hw = report["hardware"]
+    lines += [
+        "",
+        f"Hardware: {hw['cpu']} ({hw['cores']} cores), torch {hw['torch']} with "
+        f"{hw['torch_threads']} threads, device {hw['device']}"
+        + (f" ({hw['gpu']})" if hw.get("gpu") else "")
+        + f", {hw['dtype']}.",
+        "",
+        f"Command: `{report['command']}`"
+        + (" (quick mode: small samples)" if report["quick"] else ""),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _na_notes(report: dict) -> str:
+    notes = []
+    for task, t in report["tasks"].items():
+        for s, r in t["systems"].items():
+            if "n/a" in r:
+                notes.append(f"{TITLES.get(s, s)} in {task}: {r['n/a']}")
+    return "; ".join(notes) + "." if notes else "none."
+
+
+def _timing_table(report: dict) -> list[str]:
+    lines = ["| task | sizes | seconds |", "|---|---|---|"]
+    for task, t in report["tasks"].items():
+        sizes = ", ".join(f"{k} {_fmt_size(v)}" for k, v in t["sizes"].items())
+        lines.append(f"| {TASK_TITLES[task]} | {sizes} | {t['seconds']:.1f} |")
+    return lines
+
+
+def _fmt_size(v) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def write_outputs(report: dict, output: Path) -> tuple[Path, Path]:
+    output.mkdir(parents=True, exist_ok=True)
+    md, js = output / "results.md", output / "results.json"
+    md.write_text(render_markdown(report))
+    js.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    return md, js
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .settings import add_model_args
+
+    p = argparse.ArgumentParser(
+        prog="python -m magnet_model.evaluate",
+        description="Evaluate base / llm2vec / magnet (and all-MiniLM-L6-v2) with the paper's "
+        "protocols; writes results.md and results.json.",
+    )
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated: {','.join(TASKS)}")
+    p.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help="comma-separated: base, adapter names, minilm (missing ones are reported n/a)",
+    )
+    p.add_argument("--quick", action="store_true", help="small samples (a few minutes on CPU)")
+    for flag, name in SIZE_FLAGS.items():
+        p.add_argument(
+            flag,
+            dest=name,
+            type=int,
+            default=None,
+            help=f"default {getattr(Sizes(), name)}, quick {getattr(QUICK, name)}",
+        )
+    p.add_argument("--seed", type=int, default=0, help="seed of every sample and span choice")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help="directory for results.md/.json")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_args(p)
+    return p
+
+
+def main(argv: list[str] | None = None, engine=None) -> int:
+    """CLI entry; `engine` lets tests pass a ready engine (the model flags are then ignored)."""
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        if engine is None:
+            from .engine import Engine
+            from .settings import ModelSpec
+
+            engine = Engine.from_spec(ModelSpec.from_args(args))
+        given = sys.argv[1:] if argv is None else argv
+        report = evaluate(
+            engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluate", *given])
+        )
+        md, js = write_outputs(report, cfg.output)
+    except MagnetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(md.read_text())
+    print(f"Wrote {md} and {js}.", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

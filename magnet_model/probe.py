@@ -1,0 +1,126 @@
+"""Token-level linear probe on CoNLL-2003 (POS, chunking, NER), as in the paper's Table 1.
+
+Frozen features, one vector per WORD: the engine's token vector (Engine.embed_tokens, which
+applies each adapter's convention: bidirectional adapters use the output at i-1, MNTP-style;
+causal ones the token's own output) of the word's FIRST sub-token. A sentence is fed as its
+words joined by single spaces; words are aligned to sub-tokens through the tokenizer's
+character offsets.
+
+Classifier: standardised features, multinomial logistic regression (scikit-learn, L2, C=1),
+one per task, trained on a seeded subset of CoNLL train sentences and scored on a seeded
+subset of CoNLL test sentences (sizes are reported). Scores, all on words:
+- accuracy for every task (the paper's tables read as accuracy);
+- NER also as micro-F1 over words whose gold or predicted tag is not "O" (word-level, not
+  entity-level: a cheap score that is not inflated by the many "O" words).
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .data import ConllSentence, load_conll2003
+
+TASKS = ("pos", "chunk", "ner")
+
+
+@dataclass
+class ProbeScore:
+    task: str
+    accuracy: float
+    f1: float | None  # NER only: micro-F1 over non-"O" words
+    train_words: int
+    test_words: int
+    classes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def conll_subset(split: str, n: int, seed: int) -> list[ConllSentence]:
+    """n sentences of a CoNLL split, a seeded sample kept in file order (all if n is larger)."""
+    sentences = load_conll2003(split)
+    if n >= len(sentences):
+        return sentences
+    keep = sorted(random.Random(f"{seed}-{split}").sample(range(len(sentences)), n))
+    return [sentences[i] for i in keep]
+
+
+def word_starts(words: Sequence[str]) -> tuple[str, list[int]]:
+    """Words joined by spaces -> (text, character start of each word)."""
+    starts, at = [], 0
+    for w in words:
+        starts.append(at)
+        at += len(w) + 1
+    return " ".join(words), starts
+
+
+def first_subtokens(offsets: Sequence[tuple[int, int]], starts: Sequence[int]) -> list[int]:
+    """Index of the first token ending after each word start (-1 if the text was truncated).
+
+    Offsets of byte-level BPE tokens include the space before a word ("Ġword" covers it), so
+    "ends after the word's first character" is the test that works for every tokenizer.
+    """
+    out, t = [], 0
+    for c in starts:
+        while t < len(offsets) and offsets[t][1] <= c:
+            t += 1
+        out.append(t if t < len(offsets) else -1)
+    return out
+
+
+def word_features(engine, sentences: Sequence[ConllSentence], adapter: str | None):
+    """(features (n_words, hidden), {task: tags}) for all words the model saw."""
+    feats, tags = [], {t: [] for t in TASKS}
+    for s in sentences:
+        text, starts = word_starts(s.words)
+        tv = engine.embed_tokens(text, adapter=adapter)
+        for w, idx in enumerate(first_subtokens(tv.offsets, starts)):
+            if idx < 0:
+                break
+            feats.append(tv.vectors[idx])
+            for t in TASKS:
+                tags[t].append(getattr(s, t)[w])
+    hidden = engine._head.weight.shape[1]
+    x = np.stack(feats) if feats else np.zeros((0, hidden), dtype=np.float32)
+    return x, tags
+
+
+def fit_and_score(
+    task: str, x_train: np.ndarray, y_train: list[str], x_test: np.ndarray, y_test: list[str]
+) -> ProbeScore:
+    """One logistic-regression probe: fit on train words, score on test words."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score, f1_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    classes = sorted(set(y_train))
+    if len(classes) == 1:  # a tiny sample: the probe can only say the one tag it saw
+        pred = np.array(classes * len(y_test))
+    else:
+        clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=300))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf.fit(x_train, y_train)
+        pred = clf.predict(x_test)
+    f1 = None
+    if task == "ner":
+        labels = sorted((set(y_test) | set(pred.tolist())) - {"O"})
+        f1 = float(f1_score(y_test, pred, labels=labels, average="micro")) if labels else 0.0
+    acc = float(accuracy_score(y_test, pred))
+    return ProbeScore(task, acc, f1, len(y_train), len(y_test), len(classes))
+
+
+def run_probe(
+    engine, train: Sequence[ConllSentence], test: Sequence[ConllSentence], adapter: str | None
+) -> dict[str, ProbeScore]:
+    """Features of one system, then one probe per task."""
+    x_train, y_train = word_features(engine, train, adapter)
+    x_test, y_test = word_features(engine, test, adapter)
+    return {t: fit_and_score(t, x_train, y_train[t], x_test, y_test[t]) for t in TASKS}
