@@ -238,3 +238,21 @@ def test_sscl_loss_goes_down_on_a_tiny_corpus(tok, roles, corpus_ids):
 
     history = train_steps(model, loss_fn)
     assert went_down(history, 0.5), history
+
+
+def test_losses_run_under_bf16_autocast_as_on_gpu(tok, roles, corpus_ids):
+    """The trainer's CUDA path (bf16 autocast, bf16 4-D mask), exercised with CPU autocast."""
+    model = make_tiny_llama(len(tok))
+    model.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        losses = masked_view_losses(
+            model, masked_batch(tok, roles, corpus_ids), "hybrid", torch.bfloat16
+        )
+        with attention_dropout(model, 0.3):
+            losses["sscl"] = sscl_loss(
+                model, sentence_batch(tok, roles, corpus_ids), mask_dtype=torch.bfloat16
+            )
+    for loss in losses.values():
+        assert loss.dtype == torch.float32 and math.isfinite(loss.item())
+    sum(losses.values()).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

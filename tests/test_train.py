@@ -232,3 +232,12 @@ def test_one_step_of_each_stage_on_the_real_embedded_model(tmp_path):
     log = log_of(out)
     assert [r["stage"] for r in log] == [1, 2]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in log)
+
+
+def test_time_bound_stops_early_with_a_usable_adapter_and_accumulates(base_dir, corpus, tmp_path):
+    out = tmp_path / "bounded"
+    assert main(args(base_dir, corpus, out, "--max-minutes", "0", "--grad-accum", "2")) == 0
+    meta = load_meta(out)
+    assert meta.training["steps_done"] == 1 and not meta.training["complete"]
+    assert (out / "adapter_model.safetensors").is_file()
+    assert (out / "checkpoints" / "step-0000001").is_dir()
