@@ -606,56 +606,94 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m magnet_model.train",
         description="Adapt a decoder LLM with MAGNET (LoRA); also trains baselines/ablations.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--output", required=True, help="adapter directory to write")
     g = p.add_argument_group("data")
-    g.add_argument("--corpus", nargs="*", default=[], help="text/JSONL files (default Wikipedia)")
-    g.add_argument("--text-column", default=d.text_column)
-    g.add_argument("--paraphrase-column", default=d.paraphrase_column)
+    g.add_argument(
+        "--corpus",
+        nargs="*",
+        default=[],
+        help="text/JSONL files; none = the Wikipedia training split",
+    )
+    g.add_argument("--text-column", default=d.text_column, help="JSONL field of the text")
+    g.add_argument(
+        "--paraphrase-column",
+        default=d.paraphrase_column,
+        help="JSONL field of an optional positive",
+    )
     g.add_argument("--max-length", type=int, default=d.max_length, help="tokens per text")
     g.add_argument(
-        "--sscl-max-length", type=int, default=None, help="SSCL texts (default: --max-length)"
+        "--sscl-max-length",
+        type=int,
+        default=None,
+        help="tokens per SSCL text; None = --max-length",
     )
     g = p.add_argument_group("method")
     g.add_argument("--objectives", default=",".join(d.objectives), help="subset of mntp,msg,sscl")
-    g.add_argument("--stage2-objectives", default=None, help="default: all of --objectives")
-    g.add_argument("--attention", choices=MODES, default=d.attention)
+    g.add_argument("--stage2-objectives", default=None, help="None = all of --objectives")
+    g.add_argument(
+        "--attention",
+        choices=MODES,
+        default=d.attention,
+        help="mask of the masked view (hybrid = MAGNET)",
+    )
     g.add_argument(
         "--pooling",
         choices=POOLINGS,
         default=None,
-        help="default: mean if --attention bidirectional (LLM2Vec protocol), else last",
+        help="None = mean if --attention bidirectional (LLM2Vec protocol), else last",
     )
-    g.add_argument("--instruction", default=d.instruction)
-    g.add_argument("--w-mntp", type=float, default=d.w_mntp)
-    g.add_argument("--w-msg", type=float, default=d.w_msg)
-    g.add_argument("--w-sscl", type=float, default=d.w_sscl)
-    g.add_argument("--temperature", type=float, default=d.temperature)
-    g.add_argument("--sscl-dropout", type=float, default=d.sscl_dropout)
-    g.add_argument("--mntp-prob", type=float, default=d.mntp_prob)
-    g.add_argument("--max-spans", type=int, default=d.max_spans)
+    g.add_argument("--instruction", default=d.instruction, help="sentence-embedding prefix")
+    g.add_argument("--w-mntp", type=float, default=d.w_mntp, help="loss weight")
+    g.add_argument("--w-msg", type=float, default=d.w_msg, help="loss weight")
+    g.add_argument("--w-sscl", type=float, default=d.w_sscl, help="loss weight")
+    g.add_argument("--temperature", type=float, default=d.temperature, help="InfoNCE temperature")
+    g.add_argument(
+        "--sscl-dropout",
+        type=float,
+        default=d.sscl_dropout,
+        help="attention dropout in SSCL passes",
+    )
+    g.add_argument(
+        "--mntp-prob", type=float, default=d.mntp_prob, help="share of context tokens masked"
+    )
+    g.add_argument("--max-spans", type=int, default=d.max_spans, help="MSG spans per text, at most")
     g = p.add_argument_group("schedule")
-    g.add_argument("--stage1-steps", type=int, default=d.stage1_steps)
-    g.add_argument("--stage2-steps", type=int, default=d.stage2_steps)
-    g.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    g.add_argument("--stage1-steps", type=int, default=d.stage1_steps, help="MNTP+MSG steps")
+    g.add_argument(
+        "--stage2-steps", type=int, default=d.stage2_steps, help="steps with all objectives"
+    )
+    g.add_argument("--max-steps", type=int, default=None, help="stop early (LR schedule unchanged)")
     g.add_argument("--max-minutes", type=float, default=None, help="stop after this long")
-    g.add_argument("--batch-size", type=int, default=d.batch_size)
-    g.add_argument("--grad-accum", type=int, default=d.grad_accum)
-    g.add_argument("--lr", type=float, default=d.lr)
-    g.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
-    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm)
-    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="texts per micro-batch")
+    g.add_argument("--grad-accum", type=int, default=d.grad_accum, help="micro-batches per step")
+    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    g.add_argument(
+        "--warmup-steps", type=int, default=d.warmup_steps, help="linear warm-up, then linear decay"
+    )
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW")
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm, help="clipping")
+    g.add_argument("--seed", type=int, default=d.seed, help="data order, views, LoRA init, dropout")
     g.add_argument("--gradient-checkpointing", action="store_true")
-    g.add_argument("--no-bf16", dest="bf16", action="store_false", help="fp32 on CUDA too")
+    g.add_argument(
+        "--no-bf16",
+        dest="bf16",
+        action="store_false",
+        help="turn off bf16 autocast on CUDA (on: %(default)s)",
+    )
     g = p.add_argument_group("LoRA")
-    g.add_argument("--lora-r", type=int, default=d.lora_r)
-    g.add_argument("--lora-alpha", type=int, default=d.lora_alpha)
-    g.add_argument("--lora-dropout", type=float, default=d.lora_dropout)
-    g.add_argument("--lora-targets", default=d.lora_targets)
+    g.add_argument("--lora-r", type=int, default=d.lora_r, help="rank")
+    g.add_argument("--lora-alpha", type=int, default=d.lora_alpha, help="scale numerator")
+    g.add_argument("--lora-dropout", type=float, default=d.lora_dropout, help="dropout inside LoRA")
+    g.add_argument("--lora-targets", default=d.lora_targets, help="module names, comma separated")
     g = p.add_argument_group("checkpoints")
-    g.add_argument("--save-every", type=int, default=d.save_every)
-    g.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints)
+    g.add_argument(
+        "--save-every", type=int, default=d.save_every, help="checkpoint period in steps"
+    )
+    g.add_argument(
+        "--keep-checkpoints", type=int, default=d.keep_checkpoints, help="newest kept (0 = all)"
+    )
     g.add_argument(
         "--resume",
         nargs="?",
