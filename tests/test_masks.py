@@ -16,7 +16,6 @@ from magnet_model.layout import build_hybrid
 from magnet_model.masks import allowed_mask, build_mask, position_ids_for
 from magnet_model.tokens import choose_token_roles
 from tests.conftest import make_tiny_llama
-from tests.single_thread import single_torch_thread  # noqa: F401 (autouse)
 
 CHANGED = 1e-4  # an output that the token reaches moves by more than this
 SAME = 2e-5  # an output it cannot reach stays equal up to float noise (sdpa online softmax)

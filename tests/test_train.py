@@ -24,7 +24,6 @@ from magnet_model.train import (
     validate,
 )
 from tests.conftest import make_tiny_llama, make_tiny_tokenizer
-from tests.single_thread import single_torch_thread  # noqa: F401 (autouse)
 
 SENTENCES = [
     "the cat sat on the mat and the dog ran to the tree .",

@@ -18,7 +18,6 @@ from magnet_model.views import (
     sample_spans,
     span_length_range,
 )
-from tests.single_thread import single_torch_thread  # noqa: F401 (autouse)
 
 
 @pytest.fixture
