@@ -70,15 +70,16 @@ class Sizes:
     ppl_tokens: int = 256
 
 
-QUICK = Sizes(
-    n_passages=8,
-    n_infills=3,
-    n_examples=2,
-    n_sts=150,
-    n_probe_train=60,
-    n_probe_test=30,
+QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept short
+    n_passages=6,
+    n_infills=2,
+    n_examples=1,
+    n_sts=100,
+    n_probe_train=40,
+    n_probe_test=20,
     n_prompts=2,
-    n_ppl=8,
+    max_new_tokens=64,
+    n_ppl=6,
 )
 
 SIZE_FLAGS = {  # flag -> Sizes field
@@ -379,7 +380,7 @@ def task_probe(run: Run) -> dict:
     test = probe.conll_subset("test", z.n_probe_test, seed)
 
     def one(s: System) -> dict:
-        scores = probe.run_probe(run.engine, train, test, s.name)
+        scores = probe.run_probe(run.engine, train, test, s.name, run.cfg.batch_size * 2)
         return {t: sc.to_dict() for t, sc in scores.items()}
 
     def applies(s: System) -> str:

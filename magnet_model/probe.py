@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .data import ConllSentence, load_conll2003
+from .masks import additive, allowed_mask, position_ids_for
 
 TASKS = ("pos", "chunk", "ner")
 
@@ -73,16 +74,50 @@ def first_subtokens(offsets: Sequence[tuple[int, int]], starts: Sequence[int]) -
     return out
 
 
-def word_features(engine, sentences: Sequence[ConllSentence], adapter: str | None):
+def token_vectors(engine, texts: Sequence[str], adapter: str | None, batch_size: int = 16):
+    """Engine.embed_tokens for many texts in padded batches -> [(offsets, vectors)] per text.
+
+    Same convention as embed_tokens (a start token in front; bidirectional adapters take the
+    output at i-1, causal ones the token's own output; tests check both agree), but one
+    forward per batch: on a CPU a forward of one short sentence costs about as much as one of
+    sixteen, because reading the weights dominates.
+    """
+    tok = engine.tokenizer
+    name = engine.resolve_adapter(adapter)
+    meta = engine.meta(name)
+    mode = "causal" if meta is None or meta.attention == "causal" else "bidirectional"
+    start = engine.bos(name) or tok.bos_token_id or tok.eos_token_id
+    enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
+    cap = engine.max_input_tokens - 1
+    rows = [[start, *ids[:cap]] for ids in enc.input_ids]
+    out = []
+    for at in range(0, len(rows), batch_size):
+        batch = rows[at : at + batch_size]
+        width = max(len(r) for r in batch)
+        ids = engine._tensor([r + [start] * (width - len(r)) for r in batch])
+        real = engine._tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
+        mask = additive(allowed_mask(mode, real), engine.dtype)
+        with engine.using(name):
+            h = engine._hidden(ids, mask, position_ids_for(real)).float().cpu().numpy()
+        for i, r in enumerate(batch):
+            vecs = h[i, 1 : len(r)] if mode == "causal" else h[i, : len(r) - 1]
+            offsets = [tuple(o) for o in enc.offset_mapping[at + i][: len(r) - 1]]
+            out.append((offsets, vecs))
+    return out
+
+
+def word_features(
+    engine, sentences: Sequence[ConllSentence], adapter: str | None, batch_size: int = 16
+):
     """(features (n_words, hidden), {task: tags}) for all words the model saw."""
     feats, tags = [], {t: [] for t in TASKS}
-    for s in sentences:
-        text, starts = word_starts(s.words)
-        tv = engine.embed_tokens(text, adapter=adapter)
-        for w, idx in enumerate(first_subtokens(tv.offsets, starts)):
+    joined = [word_starts(s.words) for s in sentences]
+    vectors = token_vectors(engine, [text for text, _ in joined], adapter, batch_size)
+    for s, (_, starts), (offsets, vecs) in zip(sentences, joined, vectors, strict=True):
+        for w, idx in enumerate(first_subtokens(offsets, starts)):
             if idx < 0:
                 break
-            feats.append(tv.vectors[idx])
+            feats.append(vecs[idx])
             for t in TASKS:
                 tags[t].append(getattr(s, t)[w])
     hidden = engine._head.weight.shape[1]
@@ -118,9 +153,13 @@ def fit_and_score(
 
 
 def run_probe(
-    engine, train: Sequence[ConllSentence], test: Sequence[ConllSentence], adapter: str | None
+    engine,
+    train: Sequence[ConllSentence],
+    test: Sequence[ConllSentence],
+    adapter: str | None,
+    batch_size: int = 16,
 ) -> dict[str, ProbeScore]:
     """Features of one system, then one probe per task."""
-    x_train, y_train = word_features(engine, train, adapter)
-    x_test, y_test = word_features(engine, test, adapter)
+    x_train, y_train = word_features(engine, train, adapter, batch_size)
+    x_test, y_test = word_features(engine, test, adapter, batch_size)
     return {t: fit_and_score(t, x_train, y_train[t], x_test, y_test[t]) for t in TASKS}

@@ -54,8 +54,13 @@ class SpanCase:
         return len(self.span_ids)
 
     def blanked(self, marker: str) -> str:
-        """The passage with the span replaced by marker (as a user would type it)."""
-        return f"{self.left_text.rstrip()} {marker}{self.right_text}"
+        """The passage with the span replaced by marker (as a user would type it).
+
+        The span ends at a word start, so one space always separates marker and right text
+        (byte-level BPE offsets put it in right_text, word-level ones in span_text)."""
+        right = self.right_text
+        gap = "" if not right or right[0].isspace() else " "
+        return f"{self.left_text.rstrip()} {marker}{gap}{right}"
 
 
 @dataclass
@@ -203,7 +208,8 @@ def _answer_end_ids(tokenizer, style: str) -> list[int]:
         if end is None or end == tokenizer.unk_token_id:
             end = tokenizer.eos_token_id
         return [end]
-    return tokenizer("\n", add_special_tokens=False).input_ids[-1:]
+    newline = tokenizer("\n", add_special_tokens=False).input_ids[-1:]
+    return newline or [tokenizer.eos_token_id]  # a tokenizer that drops line breaks
 
 
 def prompted_rows(tokenizer, cases: Sequence[SpanCase], shots: int) -> list[tuple[Row, int]]:
@@ -213,8 +219,7 @@ def prompted_rows(tokenizer, cases: Sequence[SpanCase], shots: int) -> list[tupl
     lead = "" if style == "chat" else " "  # plain: "Answer: <words>"
     out = []
     for c in cases:
-        query = f"{c.left_text.rstrip()} {prompts.BLANK}{c.right_text}"
-        prompt = prompts.build_prompt(query, shots, tokenizer, style)
+        prompt = prompts.build_prompt(c.blanked(prompts.BLANK), shots, tokenizer, style)
         p = tokenizer(prompt, add_special_tokens=False).input_ids
         a = tokenizer(lead + c.span_text.strip(), add_special_tokens=False).input_ids
         ids = p + a + end

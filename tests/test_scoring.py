@@ -1,0 +1,159 @@
+"""Teacher-forced scoring on a tiny random Llama: every batched score equals the same score
+computed the plain way (one unpadded sequence through the full model), spans are cut where
+the docs say, and the hybrid score really reads the right context."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+from eval_engine import tiny_engine
+
+from magnet_model import prompts, scoring
+from magnet_model.layout import IGNORE, build_hybrid
+from magnet_model.masks import build_mask
+
+WORDS = "the cat sat on the mat . a dog ran to the old river and the bird flew over the sea".split()
+
+
+def passage(seed: int, n: int = 90) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine()
+
+
+@pytest.fixture(scope="module")
+def cases(engine):
+    return scoring.span_cases(engine.tokenizer, [passage(i) for i in range(6)], 5, seed=0)
+
+
+def plain_nll(model, ids, labels, mask=None, positions=None) -> np.ndarray:
+    """NLL of labelled positions from one unbatched forward through the full LM (its head)."""
+    with torch.inference_mode():
+        logits = model(
+            input_ids=torch.tensor([ids]), attention_mask=mask, position_ids=positions
+        ).logits[0]
+    y = torch.tensor(labels)
+    keep = y != IGNORE
+    return torch.nn.functional.cross_entropy(logits[keep], y[keep], reduction="none").numpy()
+
+
+# ---------------------------------------------------------------- span cases
+
+
+def test_span_cases_cut_whole_words_in_the_middle(engine, cases):
+    tok = engine.tokenizer
+    assert len(cases) == 5
+    for i, c in enumerate(cases):
+        full = tok(passage(i), add_special_tokens=False).input_ids[:192]
+        assert c.left_ids + c.span_ids + c.right_ids == full
+        assert 8 <= c.n_tokens <= 40  # 8..32, extended to the next word start by at most 8
+        n = len(full)
+        assert n // 3 <= len(c.left_ids) <= 2 * n // 3 + 8
+        assert (c.left_text + c.span_text + c.right_text).split() == passage(i).split()
+        for a, b in ((c.left_text, c.span_text), (c.span_text, c.right_text)):
+            assert a[-1].isspace() or b[0].isspace()  # cut between words
+        blanked = c.blanked("[blank]").split()
+        assert (
+            blanked.count("[blank]") == 1
+            and len(blanked) == len(passage(i).split()) - len(c.span_text.split()) + 1
+        )
+
+
+def test_span_cases_are_seeded(engine, cases):
+    again = scoring.span_cases(engine.tokenizer, [passage(i) for i in range(6)], 5, seed=0)
+    other = scoring.span_cases(engine.tokenizer, [passage(i) for i in range(6)], 5, seed=1)
+    assert [c.span_ids for c in again] == [c.span_ids for c in cases]
+    assert [c.span_ids for c in other] != [c.span_ids for c in cases]
+
+
+def test_short_passages_are_skipped(engine):
+    assert scoring.make_span_case(engine.tokenizer, passage(0, n=20), random.Random(0)) is None
+
+
+# ---------------------------------------------------------------- scores = plain computation
+
+
+@pytest.mark.parametrize("adapter", [None, "magnet"])
+def test_hybrid_span_nll_equals_one_plain_forward(engine, cases, adapter):
+    got = scoring.hybrid_span_nll(engine, cases, adapter=adapter, batch_size=3)
+    roles, bos = engine.roles(adapter), engine.bos(adapter)
+    with engine.using(adapter):  # the adapter on (or off) for the plain forward as well
+        for c, g in zip(cases, got, strict=True):
+            seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, True)
+            ones = torch.ones(1, len(seq.input_ids), dtype=torch.long)
+            mask = build_mask("hybrid", ones, torch.tensor([seq.segments]))
+            pos = torch.tensor([seq.position_ids])
+            want = plain_nll(engine.model, seq.input_ids, seq.labels, mask, pos)
+            assert len(want) == c.n_tokens + 1
+            assert g.span == pytest.approx(want[:-1].sum(), rel=1e-4)
+            assert g.end == pytest.approx(want[-1], rel=1e-4)
+
+
+def test_hybrid_span_nll_reads_the_right_context(engine, cases):
+    c = cases[0]
+    changed = scoring.SpanCase(
+        c.left_ids, c.span_ids, c.right_ids[::-1], c.left_text, c.span_text, c.right_text
+    )
+    a, b = scoring.hybrid_span_nll(engine, [c, changed], adapter="magnet")
+    assert a.span != pytest.approx(b.span, rel=1e-4)
+    # the causal (left-only) score cannot see the right context at all
+    x, y = scoring.causal_span_nll(engine, [c, changed], adapter="magnet")
+    assert x.span == pytest.approx(y.span, rel=1e-5)
+
+
+def test_adapter_changes_the_score(engine, cases):
+    base = scoring.hybrid_span_nll(engine, cases[:2], adapter=None)
+    magnet = scoring.hybrid_span_nll(engine, cases[:2], adapter="magnet")
+    assert base[0].span != pytest.approx(magnet[0].span, rel=1e-4)
+
+
+@pytest.mark.parametrize("shots", [0, 5])
+def test_prompted_rows_label_exactly_the_answer_and_its_end(engine, cases, shots):
+    tok = engine.tokenizer
+    for c, (row, n) in zip(cases, scoring.prompted_rows(tok, cases, shots), strict=True):
+        targets = [y for y in row.labels if y != IGNORE]
+        answer = tok(" " + c.span_text.strip(), add_special_tokens=False).input_ids
+        assert targets[:n] == answer and len(targets) == n + 1  # plain style: " " + words
+        query = c.blanked(prompts.BLANK)
+        prompt = tok(prompts.build_prompt(query, shots, tok), add_special_tokens=False).input_ids
+        assert row.ids[: len(prompt)] == prompt
+        assert row.labels.index(answer[0]) == len(prompt) - 1  # predicted by the prompt's end
+
+
+def test_prompted_span_nll_equals_plain_forward(engine, cases):
+    got = scoring.prompted_span_nll(engine, cases, shots=5, batch_size=2)
+    rows = scoring.prompted_rows(engine.tokenizer, cases, 5)
+    with engine.using(None):
+        for g, (row, n) in zip(got, rows, strict=True):
+            want = plain_nll(engine.model, row.ids, row.labels)
+            assert g.span == pytest.approx(want[:n].sum(), rel=1e-4)
+            assert g.end == pytest.approx(want[n:].sum(), rel=1e-4)
+
+
+def test_causal_nll_matches_the_models_own_loss(engine):
+    texts = [passage(10, 40), passage(11, 70), passage(12, 15)]
+    total, n = scoring.causal_nll(engine, texts, adapter="llm2vec", max_tokens=50, batch_size=2)
+    want_total, want_n = 0.0, 0
+    with engine.using("llm2vec"):
+        for t in texts:
+            ids = torch.tensor([engine.tokenizer(t).input_ids[:50]])
+            loss = engine.model(input_ids=ids, labels=ids).loss.item()  # mean over len - 1
+            want_total += loss * (ids.shape[1] - 1)
+            want_n += ids.shape[1] - 1
+    assert n == want_n and total == pytest.approx(want_total, rel=1e-4)
+    assert scoring.perplexity(total, n) == pytest.approx(math.exp(want_total / want_n), rel=1e-4)
+
+
+def test_span_perplexity_uses_the_passage_token_count():
+    scores = [scoring.SpanNLL(6.0, 1.0, 3), scoring.SpanNLL(2.0, 3.0, 1)]
+    assert scoring.span_perplexity(scores) == pytest.approx(math.exp(8.0 / 4))
+    assert scoring.span_perplexity(scores, with_end=True) == pytest.approx(math.exp(12.0 / 6))
+    assert math.isnan(scoring.span_perplexity([]))
