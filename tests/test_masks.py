@@ -11,11 +11,11 @@ import random
 
 import pytest
 import torch
+from tiny_models import make_tiny_llama
 
 from magnet_model.layout import build_hybrid
 from magnet_model.masks import allowed_mask, build_mask, position_ids_for
 from magnet_model.tokens import choose_token_roles
-from tests.conftest import make_tiny_llama
 
 CHANGED = 1e-4  # an output that the token reaches moves by more than this
 SAME = 2e-5  # an output it cannot reach stays equal up to float noise (sdpa online softmax)
@@ -23,7 +23,7 @@ SAME = 2e-5  # an output it cannot reach stays equal up to float noise (sdpa onl
 
 @pytest.fixture(scope="module")
 def tok():
-    from tests.conftest import make_tiny_tokenizer
+    from tiny_models import make_tiny_tokenizer
 
     return make_tiny_tokenizer()
 

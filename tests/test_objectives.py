@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.layout import IGNORE
 from magnet_model.objectives import (
@@ -26,7 +27,6 @@ from magnet_model.views import (
     masked_example,
     replacement_vocab,
 )
-from tests.conftest import make_tiny_llama, make_tiny_tokenizer
 
 CORPUS = [
     "the cat sat on the mat and the dog ran to the tree .",

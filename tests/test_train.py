@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.adapter_meta import load_meta
 from magnet_model.errors import ConfigError
@@ -23,7 +24,6 @@ from magnet_model.train import (
     sentence_pairs,
     validate,
 )
-from tests.conftest import make_tiny_llama, make_tiny_tokenizer
 
 SENTENCES = [
     "the cat sat on the mat and the dog ran to the tree .",

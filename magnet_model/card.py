@@ -1,0 +1,205 @@
+"""`python -m magnet_model.card ADAPTER_DIR`: a model card and loss curves for a trained adapter.
+
+Everything in the card is read from what the trainer wrote (magnet_config.json and
+train_log.jsonl) or recomputed from it: the tokens seen are counted by replaying the trainer's
+deterministic sampler over the same corpus, so no number is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from .adapter_meta import load_meta
+from .errors import MagnetError, ModelLoadError
+from .hardware import describe, one_line
+from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
+
+BASE_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@dataclass
+class TokensSeen:
+    token_views: int  # tokens of the masked view x_m (MNTP / MSG)
+    sentence_views: int  # tokens of x and x+ (SSCL), instruction excluded
+
+
+def read_log(adapter: Path) -> list[dict]:
+    path = adapter / LOG_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing: was this adapter written by the trainer?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def train_config(training: dict) -> TrainConfig:
+    names = {f.name for f in fields(TrainConfig)}
+    return TrainConfig(**{k: v for k, v in training.items() if k in names})
+
+
+def count_tokens(cfg: TrainConfig, steps: int, tokenizer) -> TokensSeen:
+    """Replay the trainer's sampler: the same texts, in the same order, for `steps` steps."""
+    examples = load_corpus(cfg, tokenizer)
+    sampler = Sampler(len(examples), cfg.seed)
+    sscl_len = cfg.sscl_max_length or cfg.max_length
+    token_views = sentence_views = 0
+    for step in range(steps):
+        objectives = cfg.objectives_of(cfg.stage_of(step))
+        for micro in range(cfg.grad_accum):
+            batch = [
+                examples[i] for i in sampler.indices(step * cfg.grad_accum + micro, cfg.batch_size)
+            ]
+            if any(o in TOKEN_OBJECTIVES for o in objectives):
+                token_views += sum(len(e.ids) for e in batch)
+            if "sscl" in objectives:
+                sentence_views += sum(
+                    min(len(e.ids), sscl_len) + min(len(e.positive or e.ids), sscl_len)
+                    for e in batch
+                )
+    return TokensSeen(token_views, sentence_views)
+
+
+def plot_losses(log: list[dict], adapter: Path) -> list[Path]:
+    """One PNG per objective: loss per step and a 10-step moving average."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for obj in ("mntp", "msg", "sscl"):
+        points = [(r["step"], r[obj]) for r in log if obj in r]
+        if not points:
+            continue
+        steps, values = zip(*points, strict=True)
+        window = [
+            sum(values[max(0, i - 9) : i + 1]) / len(values[max(0, i - 9) : i + 1])
+            for i in range(len(values))
+        ]
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        ax.plot(steps, values, alpha=0.35, label="per step")
+        ax.plot(steps, window, label="10-step mean")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(f"{obj.upper()} loss")
+        ax.set_title(f"{adapter.name}: {obj.upper()} loss")
+        ax.legend()
+        fig.tight_layout()
+        path = adapter / f"loss_{obj}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def final_losses(log: list[dict], last: int = 10) -> dict[str, float]:
+    out = {}
+    for obj in ("mntp", "msg", "sscl"):
+        values = [r[obj] for r in log if obj in r][-last:]
+        if values:
+            out[obj] = sum(values) / len(values)
+    return out
+
+
+def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
+    meta = load_meta(adapter)
+    if meta is None:
+        raise ModelLoadError(f"{adapter} has no magnet_config.json: not a MAGNET adapter.")
+    t = meta.training
+    cfg = train_config(t)
+    log = read_log(adapter)
+    steps = int(t.get("steps_done", len(log)))
+    seen = count_tokens(cfg, steps, tokenizer)
+    wall = sum(r.get("seconds", 0.0) for r in log)
+    plots = plot_losses(log, adapter)
+    stage1 = min(steps, cfg.stage1_steps)
+    stage2 = max(0, steps - cfg.stage1_steps)
+    losses = ", ".join(f"{k.upper()} {v:.3f}" for k, v in final_losses(log).items())
+    corpus = ", ".join(cfg.corpus) or "the built-in Wikipedia training split (magnet_model.data)"
+    stages = f"stage 1: {', '.join(cfg.objectives_of(1)) or '-'}; "
+    stages += f"stage 2: {', '.join(cfg.objectives_of(2))}"
+    rows = [
+        ("base model", f"SmolLM2-135M-Instruct ({BASE_MODEL_ID}), embedded GGUF as float32"),
+        ("data", f"{corpus}; texts of up to {cfg.max_length} tokens"),
+        ("attention", meta.attention),
+        ("objectives", stages),
+        ("sentence embedding", f"{meta.pooling} pooling; instruction {meta.instruction!r}"),
+        (
+            "steps",
+            f"{steps} of {cfg.total_steps} planned ({stage1} in stage 1, {stage2} in stage 2); "
+            f"batch {cfg.batch_size} x {cfg.grad_accum} accumulation",
+        ),
+        (
+            "tokens seen",
+            f"{seen.token_views:,} in masked views (MNTP/MSG), "
+            f"{seen.sentence_views:,} in sentence views (SSCL)",
+        ),
+        (
+            "optimiser",
+            f"AdamW, lr {cfg.lr}, {cfg.warmup_steps} warm-up steps then linear decay; LoRA "
+            f"r={cfg.lora_r}, alpha={cfg.lora_alpha}, dropout {cfg.lora_dropout} "
+            f"on {cfg.lora_targets}",
+        ),
+        (
+            "SSCL",
+            f"temperature {cfg.temperature}, attention dropout {cfg.sscl_dropout}, "
+            f"texts cut to {cfg.sscl_max_length or cfg.max_length} tokens",
+        ),
+        ("wall time", f"{wall / 60:.1f} min of training steps"),
+        ("hardware", hardware),
+        ("final losses (mean of last 10 steps)", losses),
+        ("complete", "yes" if t.get("complete") else "no: stopped early (time limit)"),
+    ]
+    lines = [
+        "---",
+        "library_name: peft",
+        f"base_model: {BASE_MODEL_ID}",
+        "tags: [magnet, lora, infilling, sentence-embeddings]",
+        "---",
+        "",
+        f"# {adapter.name}: a LoRA adapter for SmolLM2-135M-Instruct",
+        "",
+        "Written by `python -m magnet_model.card` from the trainer's own records.",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+        "",
+        "Command:",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        "Loss curves:",
+        "",
+    ]
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("adapter", help="adapter directory written by magnet_model.train")
+    parser.add_argument("--command", required=True, help="the exact training command")
+    parser.add_argument("--hardware", help="where it trained (default: this machine)")
+    args = parser.parse_args(argv)
+    adapter = Path(args.adapter)
+    try:
+        from .loading import load_base
+        from .settings import ModelSpec
+
+        _, tokenizer, _ = load_base(ModelSpec(adapters={}, device="cpu"))
+        hardware = args.hardware or one_line(describe())
+        card = render_card(adapter, args.command, hardware, tokenizer)
+    except MagnetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    (adapter / "README.md").write_text(card)
+    print(f"wrote {adapter / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
