@@ -636,12 +636,14 @@ def render_markdown(report: dict) -> str:
 
 
 def _na_notes(report: dict) -> str:
-    notes = []
+    """One note per (system, reason), naming the tasks it covers."""
+    notes: dict[tuple[str, str], list[str]] = {}
     for task, t in report["tasks"].items():
         for s, r in t["systems"].items():
             if "n/a" in r:
-                notes.append(f"{TITLES.get(s, s)} in {task}: {r['n/a']}")
-    return "; ".join(notes) + "." if notes else "none."
+                notes.setdefault((TITLES.get(s, s), r["n/a"]), []).append(task)
+    parts = [f"{s} ({', '.join(tasks)}): {reason}" for (s, reason), tasks in notes.items()]
+    return "; ".join(parts) + "." if parts else "none."
 
 
 def _timing_table(report: dict) -> list[str]:

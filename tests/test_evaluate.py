@@ -1,0 +1,203 @@
+"""python -m magnet_model.evaluate: a whole --quick run on a tiny engine (every task, every
+kind of system, n/a for a missing one), the files it writes, flag errors, targets; and one
+run on the real embedded model (integration)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+from eval_engine import tiny_engine
+
+from magnet_model import evaluate as ev
+from magnet_model.errors import ConfigError
+
+
+def parse(argv: list[str]) -> ev.EvalConfig:
+    return ev.config_from_args(ev.build_parser().parse_args(argv))
+
+
+# ---------------------------------------------------------------- a whole run, tiny model
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval")
+    argv = ["--quick", "--systems", "base,llm2vec,magnet,ghost", "--output", str(out)]
+    argv += ["--n-sts", "40", "--n-probe-train", "12", "--n-probe-test", "6", "--no-progress"]
+    assert ev.main(argv, engine=tiny_engine()) == 0
+    report = json.loads((out / "results.json").read_text())
+    return report, (out / "results.md").read_text()
+
+
+def test_every_task_and_system_is_reported(tiny_run):
+    report, _ = tiny_run
+    assert list(report["tasks"]) == list(ev.TASKS)
+    assert report["quick"] and report["sizes"]["n_sts"] == 40
+    assert report["sizes"]["n_passages"] == ev.QUICK.n_passages
+    for task in report["tasks"].values():
+        assert set(task["systems"]) == {"base", "llm2vec", "magnet", "ghost"}
+        assert "not loaded" in task["systems"]["ghost"]["n/a"]
+        assert task["seconds"] >= 0 and task["sizes"]
+    assert report["systems"]["ghost"] == {
+        "kind": "llm",
+        "available": False,
+        "reason": "adapter not loaded (loaded adapters: magnet, llm2vec)",
+    }
+    hw = report["hardware"]
+    assert hw["device"] == "cpu" and hw["dtype"] == "float32" and hw["cores"] >= 1
+    assert report["command"].startswith("python -m magnet_model.evaluate --quick")
+
+
+def test_infill_scores_per_system(tiny_run):
+    report, _ = tiny_run
+    infill = report["tasks"]["infill"]
+    base, magnet, llm2vec = (infill["systems"][s] for s in ("base", "magnet", "llm2vec"))
+    for key in ("zero_shot_ppl", "five_shot_ppl", "causal_left_ppl"):
+        assert math.isfinite(base[key]) and base[key] > 1
+    assert "hybrid_ppl" not in base and "hybrid_ppl" not in llm2vec  # only MSG-trained adapters
+    assert magnet["hybrid_ppl_with_end"] != magnet["hybrid_ppl"]
+    assert magnet["n_infills"] == ev.QUICK.n_infills and 0 <= magnet["stop_share"] <= 1
+    assert infill["sizes"]["passages"] == ev.QUICK.n_passages
+    (example,) = infill["examples"]
+    assert "[blank]" in example["text"] and example["truth"]
+    assert set(example) >= {"magnet", "base zero-shot", "base five-shot"}
+    assert example["magnet"]["end_reason"] in ("end", "max")
+
+
+def test_other_tasks_per_system(tiny_run):
+    report, _ = tiny_run
+    t = report["tasks"]
+    pooling = {s: t["sts"]["systems"][s]["pooling"] for s in ("base", "llm2vec", "magnet")}
+    assert pooling == {
+        "base": "mean, causal",
+        "llm2vec": "mean, bidirectional",
+        "magnet": "last, bidirectional, instruction",
+    }
+    assert all(-100 <= t["sts"]["systems"][s]["spearman"] <= 100 for s in pooling)
+    assert t["sts"]["sizes"]["pairs"] == 40
+    pos = t["probe"]["systems"]["magnet"]["pos"]
+    assert 0 <= pos["accuracy"] <= 1 and pos["train_words"] > pos["test_words"] > 0
+    assert t["probe"]["systems"]["base"]["ner"]["f1"] is not None
+    rep = t["repetition"]["systems"]["llm2vec"]
+    assert 0 <= rep["rep_4"] <= 1 and 0 <= rep["rep_sen"] <= 1
+    assert rep["tokens_mean"] <= ev.QUICK.max_new_tokens and rep["example"]["continuation"]
+    know = t["knowledge"]["systems"]
+    assert know["base"]["ratio_to_base"] == 1.0
+    assert know["magnet"]["ratio_to_base"] == pytest.approx(
+        know["magnet"]["ppl"] / know["base"]["ppl"]
+    )
+
+
+def test_markdown_shows_the_json_side_by_side(tiny_run):
+    report, md = tiny_run
+    header = md.splitlines()[0]
+    assert header == "| task | metric | base | llm2vec | magnet | ghost | target | met? |"
+    sts = next(line for line in md.splitlines() if "Spearman" in line).split(" | ")
+    spearman = report["tasks"]["sts"]["systems"]
+    assert sts[2:5] == [f"{spearman[s]['spearman']:.2f}" for s in ("base", "llm2vec", "magnet")]
+    assert sts[5] == "n/a" and sts[6] == "magnet >= 75"
+    assert sts[7].rstrip(" |") == ("yes" if spearman["magnet"]["spearman"] >= 75 else "no")
+    assert "ghost (infill, sts, probe, repetition, knowledge): adapter not loaded" in md
+    assert "Hardware:" in md
+    assert "| Infilling | passages 6" in md
+
+
+# ---------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "infill,foo"], "Unknown tasks: foo"),
+        (["--tasks", ""], "--tasks is empty"),
+        (["--n-sts", "-1"], "--n-sts must be at least 1"),
+        (["--n-passages", "0"], "--n-passages must be at least 1"),
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+    ],
+)
+def test_bad_flags_are_clear_errors(argv, message, capsys):
+    with pytest.raises(ConfigError, match=message):
+        parse(argv)
+    assert ev.main([*argv, "--no-progress"]) == 2  # before any model is loaded
+    assert capsys.readouterr().err.startswith(f"error: {message}")
+
+
+def test_output_must_be_a_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        parse(["--output", str(f)])
+
+
+def test_quick_sizes_and_explicit_overrides():
+    assert parse([]).sizes == ev.Sizes() and not parse([]).quick
+    cfg = parse(["--quick", "--n-sts", "7", "--max-new-tokens", "128"])
+    assert cfg.sizes == replace(ev.QUICK, n_sts=7, max_new_tokens=128)
+    assert parse(["--n-sts", "0"]).sizes.n_sts == 0  # 0 = the whole test set
+    assert parse(["--systems", "magnet,base,magnet"]).systems == ["magnet", "base"]
+
+
+# ---------------------------------------------------------------- targets
+
+
+def _report(**systems_by_task) -> dict:
+    return {"tasks": {t: {"systems": s} for t, s in systems_by_task.items()}}
+
+
+def test_targets_are_judged_on_measured_numbers_only():
+    report = _report(
+        infill={
+            "base": {"zero_shot_ppl": 40.0, "five_shot_ppl": 20.0},
+            "magnet": {"hybrid_ppl": 13.9},
+        },
+        sts={"magnet": {"spearman": 74.9}},
+        probe={
+            "base": {t: {"accuracy": 0.8, "f1": 0.5} for t in ("pos", "chunk", "ner")},
+            "magnet": {t: {"accuracy": 0.9, "f1": 0.4} for t in ("pos", "chunk", "ner")},
+        },
+        repetition={"base": {"rep_4": 0.1}, "magnet": {"rep_4": 0.15}, "llm2vec": {"n/a": "x"}},
+        knowledge={"magnet": {"ratio_to_base": 1.051}},
+    )
+    met = {(t.row, t.text): t.met for t in ev.check_targets(report)}
+    assert met[
+        ("span PPL, hybrid layout (left + right context)", "magnet <= 0.70 x best prompted base")
+    ]
+    assert met[("Spearman x 100", "magnet >= 75")] is False
+    assert met[("POS accuracy", "magnet > base")] and met[("chunking accuracy", "magnet > base")]
+    assert met[("NER F1 (non-O words)", "magnet > base")] is False
+    assert met[("Rep-4", "magnet <= 1.5 x base")]
+    assert met[("Rep-4", "llm2vec > 1.5 x base")] is None  # not measured: n/a, not "no"
+    assert met[("causal PPL / base", "magnet <= 1.05")] is False
+    report["tasks"]["infill"]["systems"]["magnet"]["hybrid_ppl"] = 14.1
+    met = {t.row: t.met for t in ev.check_targets(report)}
+    assert met["span PPL, hybrid layout (left + right context)"] is False
+
+
+# ---------------------------------------------------------------- the real embedded model
+
+
+@pytest.mark.integration
+def test_quick_run_on_the_embedded_model(tmp_path):
+    """Small sizes on top of --quick: a few minutes on 2 shared CPU cores. Adapters shipped
+    in adapters/ are evaluated too; missing ones show up as n/a."""
+    argv = ["--quick", "--output", str(tmp_path), "--no-progress", "--n-passages", "4"]
+    argv += ["--n-infills", "1", "--n-sts", "60", "--n-prompts", "1", "--max-new-tokens", "32"]
+    argv += ["--n-probe-train", "30", "--n-probe-test", "15", "--n-ppl", "4"]
+    assert ev.main(argv) == 0
+    report = json.loads((tmp_path / "results.json").read_text())
+    t = report["tasks"]
+    sts = t["sts"]["systems"]
+    assert sts["minilm"]["spearman"] > sts["base"]["spearman"] + 20  # a trained encoder wins
+    base = t["infill"]["systems"]["base"]
+    assert 1 < base["five_shot_ppl"] < 1000 and 1 < base["zero_shot_ppl"] < 1000
+    # the prompt does not make the right context free: a left-only LM is no worse than 10x
+    assert base["causal_left_ppl"] < 10 * base["zero_shot_ppl"]
+    assert 1 < t["knowledge"]["systems"]["base"]["ppl"] < 200
+    assert t["probe"]["systems"]["base"]["pos"]["accuracy"] > 0.3  # far above chance (45 tags)
+    for name, system in report["systems"].items():
+        if name in ("magnet",) and system["available"]:
+            assert math.isfinite(t["infill"]["systems"]["magnet"]["hybrid_ppl"])
+    assert (tmp_path / "results.md").read_text().startswith("| task | metric | base |")
