@@ -1,0 +1,56 @@
+"""The app's own settings (MAGNET_* environment variables; CLI flags of `python -m app` override).
+
+The model (MAGNET_BASE_MODEL, MAGNET_ADAPTERS, MAGNET_DEVICE, MAGNET_CACHE_DIR...) is set by
+magnet_model.settings, the database (MAGNET_DB_URL / MAGNET_DB_PATH) by annotation_db.settings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from magnet_model.errors import ConfigError
+
+
+def _int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}.") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} must be between {lo} and {hi}, not {value}.")
+    return value
+
+
+@dataclass
+class AppSettings:
+    admin_password: str | None = None  # None: no Admin tab at all
+    max_input_tokens: int = 512  # infill text / continuation prompt / search query
+    max_span_tokens: int = 32  # upper end of the span-length slider
+    max_new_tokens: int = 128  # upper end of the continuation-length slider
+    max_upload_mb: int = 5
+    queue_size: int = 32  # requests waiting for the model; more get "queue full"
+    concurrency: int = 1  # model calls running at once (one model in memory)
+    public_url: str | None = None  # base of invite links; default: the URL the admin uses
+
+    @classmethod
+    def from_env(cls) -> AppSettings:
+        env = os.environ
+        return cls(
+            admin_password=env.get("MAGNET_ADMIN_PASSWORD") or None,
+            max_input_tokens=_int("MAGNET_MAX_INPUT_TOKENS", 512, 16, 32768),
+            max_span_tokens=_int("MAGNET_MAX_SPAN_TOKENS", 32, 1, 512),
+            max_new_tokens=_int("MAGNET_MAX_NEW_TOKENS", 128, 1, 4096),
+            max_upload_mb=_int("MAGNET_MAX_UPLOAD_MB", 5, 1, 1024),
+            queue_size=_int("MAGNET_QUEUE_SIZE", 32, 1, 10000),
+            concurrency=_int("MAGNET_CONCURRENCY", 1, 1, 64),
+            public_url=(env.get("MAGNET_PUBLIC_URL") or "").rstrip("/") or None,
+        )
+
+    @property
+    def max_input_chars(self) -> int:
+        """A character cap checked before tokenizing (a token is rarely over 8 characters)."""
+        return self.max_input_tokens * 8

@@ -1,0 +1,102 @@
+"""Study material for the Admin tab: items with blanks, and every system's outputs made ahead.
+
+Text handling and bookkeeping only; the model calls go through the engine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from annotation_db import ItemIn, OutputIn
+from magnet_model.engine import Engine, InfillResult
+
+MARKER = "[blank]"
+INFILL_SYSTEMS = ("magnet", "zero-shot", "five-shot")
+
+
+def blank_words(text: str, rng: random.Random, min_words: int = 2, max_words: int = 5) -> tuple:
+    """One run of words in the middle of text -> (text with MARKER, the words removed)."""
+    words = text.split()
+    if len(words) < max_words + 6:
+        return None
+    n = rng.randint(min_words, max_words)
+    start = rng.randint(3, len(words) - n - 3)
+    original = " ".join(words[start : start + n])
+    blanked = " ".join([*words[:start], MARKER, *words[start + n :]])
+    return blanked, original
+
+
+def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
+    """n held-out Wikipedia passages, each with one span of 2-5 words blanked."""
+    from magnet_model.data import wikipedia_paragraphs
+    from magnet_model.search import cut_passage
+
+    rng = random.Random(seed)
+    paras = wikipedia_paragraphs("heldout")
+    rng.shuffle(paras)
+    items: list[ItemIn] = []
+    for para in paras:
+        made = blank_words(cut_passage(para, max_chars), rng)
+        if made:
+            items.append(ItemIn(f"wiki-{len(items) + 1}", made[0], [made[1]], "wikipedia"))
+        if len(items) >= n:
+            break
+    return items
+
+
+def blank_uploaded(items: Sequence[ItemIn], seed: int = 0) -> list[ItemIn]:
+    """Uploaded items keep their blanks; an item without MARKER gets one span blanked."""
+    rng = random.Random(seed)
+    out = []
+    for it in items:
+        if MARKER in it.text:
+            out.append(it)
+            continue
+        made = blank_words(it.text, rng)
+        if made:
+            out.append(ItemIn(it.key, made[0], [made[1]], it.source, it.is_gold))
+    return out
+
+
+def _output(item: ItemIn, system: str, r: InfillResult, model: str, decoding: dict) -> OutputIn:
+    return OutputIn(
+        item.key,
+        system,
+        r.filled,
+        [s.text.strip() for s in r.spans],
+        model=model,
+        adapter_revision=r.adapter,
+        decoding=decoding,
+        seed=r.seed,
+    )
+
+
+def infill_one(engine: Engine, system: str, text: str, **decoding) -> InfillResult:
+    """One system's infill: MAGNET (an adapter) or the base model prompted zero-/five-shot."""
+    if system == "zero-shot":
+        return engine.infill_prompted(text, shots=0, marker=MARKER, **decoding)
+    if system == "five-shot":
+        return engine.infill_prompted(text, shots=5, marker=MARKER, **decoding)
+    return engine.infill(text, adapter=system, marker=MARKER, **decoding)
+
+
+def generate_outputs(
+    engine: Engine,
+    items: Sequence[ItemIn],
+    systems: Sequence[str],
+    max_span_tokens: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[OutputIn]:
+    """Greedy outputs of every system for every item (progress(done, total) after each)."""
+    decoding = {"do_sample": False, "max_span_tokens": max_span_tokens}
+    total, done = len(items) * len(systems), 0
+    outputs = []
+    for item in items:
+        for system in systems:
+            r = infill_one(engine, system, item.text, max_span_tokens=max_span_tokens)
+            outputs.append(_output(item, system, r, engine.loaded.source, decoding))
+            done += 1
+            if progress:
+                progress(done, total)
+    return outputs

@@ -1,0 +1,259 @@
+"""Similarity search over a small corpus: passages, encoders, an on-disk embedding cache, top-k.
+
+The app's Search tab compares encoders on the same corpus: MAGNET / base pooling / llm2vec
+(Engine.embed_sentences with an adapter) and all-MiniLM-L6-v2 (sentence-transformers).
+Corpus vectors are computed once per (model, adapter, corpus) and cached as .npy files under
+<cache dir>/search/, so the second search over a corpus only embeds the query.
+
+    corpus = default_corpus()                          # held-out Wikipedia passages
+    enc = EngineEncoder(engine, "magnet")              # or MiniLMEncoder()
+    vecs = corpus_vectors(enc, corpus, cache_dir)      # cached
+    hits = top_k(enc.encode([query])[0], vecs, k=5)
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, MagnetError
+
+DEFAULT_PASSAGES = 200  # held-out Wikipedia passages in the default corpus (CPU: ~2 min for 3 LLMs)
+DEFAULT_PASSAGE_CHARS = 320  # passages are cut at a sentence end below this length
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+MAX_PASSAGES = 2000
+MAX_PASSAGE_CHARS = 2000
+MINILM = "all-MiniLM-L6-v2"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class CorpusError(InputError):
+    """An uploaded corpus that cannot be used (format, size, no text)."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    passages: tuple[str, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the passages (not the name): the cache key of their vectors."""
+        h = hashlib.sha256()
+        for p in self.passages:
+            h.update(p.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    index: int
+    score: float
+    text: str
+
+
+def cut_passage(text: str, max_chars: int = DEFAULT_PASSAGE_CHARS) -> str:
+    """Whole sentences up to max_chars (the first sentence, cut at a word, if it is longer)."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    out = ""
+    for sentence in _SENTENCE_END.split(text):
+        if len(out) + len(sentence) + 1 > max_chars:
+            break
+        out = f"{out} {sentence}".strip()
+    return out or text[:max_chars].rsplit(" ", 1)[0]
+
+
+def default_corpus(n: int = DEFAULT_PASSAGES, max_chars: int = DEFAULT_PASSAGE_CHARS) -> Corpus:
+    """n passages spread evenly over the held-out Wikipedia paragraphs (never trained on)."""
+    from .data import wikipedia_paragraphs
+
+    paras = wikipedia_paragraphs("heldout")
+    step = max(1, len(paras) // n)
+    picked = [cut_passage(p, max_chars) for p in paras[::step][:n]]
+    return Corpus(f"Wikipedia (held out, {len(picked)} passages)", tuple(picked))
+
+
+def parse_corpus(name: str, data: bytes, max_passages: int = MAX_PASSAGES) -> Corpus:
+    """An uploaded .txt (one passage per line), .csv (a 'text' column, else the first) or
+    .jsonl (a 'text' field per line) -> Corpus; readable CorpusError otherwise."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise CorpusError(
+            f"The file is {len(data) / 1e6:.1f} MB; at most {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise CorpusError("The file is not UTF-8 text.") from None
+    ext = Path(name).suffix.lower()
+    if ext == ".txt":
+        rows = text.splitlines()
+    elif ext == ".csv":
+        rows = _csv_texts(text)
+    elif ext == ".jsonl":
+        rows = _jsonl_texts(text)
+    else:
+        raise CorpusError(f"Upload a .txt, .csv or .jsonl file, not '{ext or name}'.")
+    passages = [" ".join(r.split())[:MAX_PASSAGE_CHARS] for r in rows]
+    passages = list(dict.fromkeys(p for p in passages if p))
+    if not passages:
+        raise CorpusError("The file has no text passages.")
+    if len(passages) > max_passages:
+        raise CorpusError(f"The file has {len(passages)} passages; at most {max_passages}.")
+    return Corpus(Path(name).name, tuple(passages))
+
+
+def _csv_texts(text: str) -> list[str]:
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return []
+    header = [h.strip().lower() for h in rows[0]]
+    col = header.index("text") if "text" in header else 0
+    body = rows[1:] if "text" in header else rows
+    return [r[col] for r in body if len(r) > col]
+
+
+def _jsonl_texts(text: str) -> list[str]:
+    out = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise CorpusError(f"Line {i} of the .jsonl file is not JSON.") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+            raise CorpusError(f"Line {i} of the .jsonl file has no 'text' string.")
+        out.append(rec["text"])
+    return out
+
+
+# ---------------------------------------------------------------- encoders
+
+
+class Encoder:
+    """texts -> L2-normalised vectors (n, d). `key` names the model for the cache."""
+
+    key: str
+
+    def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        raise NotImplementedError
+
+
+class EngineEncoder(Encoder):
+    """Sentence vectors of the engine's base model with one adapter (or none: 'base')."""
+
+    def __init__(self, engine, adapter: str | None):  # engine: magnet_model.engine.Engine
+        self.engine = engine
+        self.adapter = engine.resolve_adapter(adapter)
+        ref = engine.loaded.adapters.get(self.adapter, "")
+        self.key = f"{engine.loaded.source}|{self.adapter}|{_file_stamp(ref)}"
+
+    def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        return self.engine.embed_sentences(list(texts), adapter=self.adapter, batch_size=batch_size)
+
+
+class MiniLMEncoder(Encoder):
+    """all-MiniLM-L6-v2 from its installed package, loaded on first use (on the CPU)."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, path: str | os.PathLike | None = None, device: str = "cpu"):
+        from . import assets
+
+        self.path = Path(path) if path else assets.minilm_dir()
+        self.device = device
+        self.key = f"{MINILM}|{self.path}"
+        self._model = None
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.path), device=self.device)
+        return self._model
+
+    def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        vecs = self._load().encode(
+            list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+def _file_stamp(ref: str) -> str:
+    """Size and mtime of a local adapter's weights, so a retrained adapter gets fresh vectors."""
+    if not ref:
+        return ""
+    path = Path(ref).expanduser()
+    files = sorted(path.glob("adapter_model.*")) if path.is_dir() else []
+    return ";".join(f"{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files) or ref
+
+
+# ---------------------------------------------------------------- cache and search
+
+
+def cache_path(cache_dir: str | os.PathLike, encoder: Encoder, corpus: Corpus) -> Path:
+    model = hashlib.sha256(encoder.key.encode("utf-8")).hexdigest()[:16]
+    return Path(cache_dir) / "search" / f"{model}-{corpus.fingerprint}.npy"
+
+
+def corpus_vectors(
+    encoder: Encoder,
+    corpus: Corpus,
+    cache_dir: str | os.PathLike,
+    progress: Callable[[int, int], None] | None = None,
+    batch_size: int = 16,
+) -> np.ndarray:
+    """Vectors of every passage, from the disk cache or computed once (progress(done, total))."""
+    path = cache_path(cache_dir, encoder, corpus)
+    if path.is_file():
+        try:
+            vecs = np.load(path)
+            if vecs.shape[0] == len(corpus):
+                return vecs
+        except (OSError, ValueError):
+            pass  # a damaged cache file is recomputed
+    parts, total = [], len(corpus)
+    for start in range(0, total, batch_size):
+        if progress:
+            progress(start, total)
+        parts.append(encoder.encode(corpus.passages[start : start + batch_size], batch_size))
+    if progress:
+        progress(total, total)
+    vecs = np.concatenate(parts).astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, vecs)
+    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    return vecs
+
+
+def top_k(query: np.ndarray, vectors: np.ndarray, corpus: Corpus, k: int = 5) -> list[Hit]:
+    """The k passages with the highest cosine similarity (vectors are normalised)."""
+    if vectors.shape[0] == 0:
+        raise MagnetError("The corpus is empty.")
+    scores = vectors @ query.astype(np.float32)
+    order = np.argsort(-scores, kind="stable")[: max(1, k)]
+    return [Hit(r, int(i), float(scores[i]), corpus.passages[i]) for r, i in enumerate(order, 1)]
+
+
+def overlap(a: Sequence[Hit], b: Sequence[Hit]) -> int:
+    """How many passages two result lists share."""
+    return len({h.index for h in a} & {h.index for h in b})
