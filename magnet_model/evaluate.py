@@ -286,7 +286,9 @@ def task_infill(run: Run) -> dict:
     generated: dict[str, list] = {}
 
     def one(s: System) -> dict:
-        r = {"causal_left_ppl": scoring.span_perplexity(scoring.causal_span_nll(e, cases, s.name))}
+        r = {
+            "causal_left_ppl": scoring.span_perplexity(scoring.causal_span_nll(e, cases, s.name, b))
+        }
         if s.name == "base":
             for shots, key in ((0, "zero_shot"), (5, "five_shot")):
                 nll = scoring.prompted_span_nll(e, cases, shots, max(1, b // 2))

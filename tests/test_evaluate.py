@@ -181,11 +181,12 @@ def test_targets_are_judged_on_measured_numbers_only():
 
 @pytest.mark.integration
 def test_quick_run_on_the_embedded_model(tmp_path):
-    """Small sizes on top of --quick: a few minutes on 2 shared CPU cores. Adapters shipped
-    in adapters/ are evaluated too; missing ones show up as n/a."""
-    argv = ["--quick", "--output", str(tmp_path), "--no-progress", "--n-passages", "4"]
-    argv += ["--n-infills", "1", "--n-sts", "60", "--n-prompts", "1", "--max-new-tokens", "32"]
-    argv += ["--n-probe-train", "30", "--n-probe-test", "15", "--n-ppl", "4"]
+    """Smaller than --quick (about 2 minutes on 2 shared CPU cores for base + MiniLM; a
+    shipped magnet adapter adds its share; llm2vec is left to the tiny run)."""
+    argv = ["--quick", "--output", str(tmp_path), "--no-progress", "--n-passages", "3"]
+    argv += ["--systems", "base,magnet,minilm", "--n-infills", "1", "--n-sts", "50"]
+    argv += ["--n-prompts", "1", "--max-new-tokens", "24", "--n-ppl", "3"]
+    argv += ["--n-probe-train", "25", "--n-probe-test", "10"]
     assert ev.main(argv) == 0
     report = json.loads((tmp_path / "results.json").read_text())
     t = report["tasks"]
@@ -193,11 +194,12 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     assert sts["minilm"]["spearman"] > sts["base"]["spearman"] + 20  # a trained encoder wins
     base = t["infill"]["systems"]["base"]
     assert 1 < base["five_shot_ppl"] < 1000 and 1 < base["zero_shot_ppl"] < 1000
-    # the prompt does not make the right context free: a left-only LM is no worse than 10x
-    assert base["causal_left_ppl"] < 10 * base["zero_shot_ppl"]
+    assert 1 < base["causal_left_ppl"] < 1000
     assert 1 < t["knowledge"]["systems"]["base"]["ppl"] < 200
     assert t["probe"]["systems"]["base"]["pos"]["accuracy"] > 0.3  # far above chance (45 tags)
-    for name, system in report["systems"].items():
-        if name in ("magnet",) and system["available"]:
-            assert math.isfinite(t["infill"]["systems"]["magnet"]["hybrid_ppl"])
+    if report["systems"]["magnet"]["available"]:
+        magnet = t["infill"]["systems"]["magnet"]
+        assert 1 < magnet["hybrid_ppl"] < 1000 and 0 <= magnet["stop_share"] <= 1
+    else:
+        assert "not loaded" in t["sts"]["systems"]["magnet"]["n/a"]
     assert (tmp_path / "results.md").read_text().startswith("| task | metric | base |")
