@@ -396,7 +396,7 @@ class MagnetApp:
                 if v is not None:
                     a[q.name] = int(v)
             answers[out.label] = a
-        preference, comment = values[MAX_OUTPUTS * per_slot :][:2]
+        preference, comment = [*values[MAX_OUTPUTS * per_slot :], None, None][:2]
         try:
             self.store.submit(
                 token,
