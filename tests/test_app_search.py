@@ -1,0 +1,155 @@
+"""The Search tab's handler and magnet_model.search: corpus formats, limits, the disk cache."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import numpy as np
+import pytest
+from app_fixtures import make_app, tiny_engine
+
+from magnet_model import search
+
+PASSAGES = [
+    "the cat sat on the mat .",
+    "the king and the queen were in the city .",
+    "the bird flew over the sea at night .",
+    "fire and water and earth and air .",
+    "<script>alert(1)</script> the old man ran to the river .",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine()
+
+
+class CountingEncoder(search.Encoder):
+    """Bag of words over a fixed vocabulary; counts the texts it embeds."""
+
+    key = "counting"
+
+    def __init__(self):
+        self.seen = 0
+
+    def encode(self, texts, batch_size=16):
+        self.seen += len(texts)
+        vocab = sorted({w for p in PASSAGES for w in p.split()})
+        v = np.array([[t.split().count(w) for w in vocab] for t in texts], dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
+
+
+@pytest.fixture
+def app(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    app.minilm = CountingEncoder()
+    return app
+
+
+def upload(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    return str(path)
+
+
+def test_search_four_systems_overlap_and_cache(app, tmp_path):
+    corpus = upload(tmp_path, "c.txt", "\n".join(PASSAGES) + "\n\n")
+    calls = []
+    out = app.search(
+        "the bird flew over the sea at night .", corpus, 3, lambda *a, **k: calls.append(a)
+    )
+    tables, overlap, note = out[:4], out[4], out[5]
+    assert all(len(t) == 3 and [r[0] for r in t] == [1, 2, 3] for t in tables)
+    assert tables[1][0][2] == PASSAGES[2] and tables[1][0][1] == pytest.approx(1.0, abs=1e-5)
+    for t in tables:
+        assert t[0][1] >= t[1][1] >= t[2][1]
+    assert overlap["headers"][0] == "system" and len(overlap["value"]) == 4
+    assert all(overlap["value"][i][i + 1] == 3 for i in range(4))  # each list with itself
+    assert "c.txt: 5 passages; top 3" in note and calls  # progress was reported
+    assert len(list((tmp_path / "cache" / "search").glob("*.npy"))) == 4
+
+    seen = app.minilm.seen
+    again = app.search("fire and water", corpus, 2, lambda *a, **k: None)
+    assert app.minilm.seen == seen + 1  # the corpus came from the cache: only the query
+    assert again[1][0][2] == PASSAGES[3]
+
+
+def test_search_without_adapters_marks_them_unavailable(tmp_path):
+    app = make_app(tmp_path, tiny_engine(adapters=False))
+    app.minilm = CountingEncoder()
+    out = app.search(
+        "the cat", upload(tmp_path, "c.txt", "\n".join(PASSAGES)), 2, lambda *a, **k: None
+    )
+    assert out[0][0][2].startswith("Unavailable") and out[3][0][2].startswith("Unavailable")
+    assert len(out[1]) == 2 and len(out[2]) == 2
+    assert len(out[4]["value"]) == 2  # overlap between the two systems that ran
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "message"),
+    [
+        ("c.pdf", "x", "Upload a .txt"),
+        ("c.txt", "\n \n", "no text"),
+        ("c.jsonl", '{"text": "a"}\nnot json\n', "Line 2"),
+        ("c.jsonl", '{"title": "a"}\n', "no 'text'"),
+    ],
+)
+def test_bad_corpus_files_are_readable_errors(app, tmp_path, name, body, message):
+    with pytest.raises(gr.Error, match=message):
+        app.search("the cat", upload(tmp_path, name, body), 2, lambda *a, **k: None)
+
+
+def test_oversized_upload_is_refused_before_reading(app, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"the cat\n" * (app.settings.max_upload_mb * 1024 * 1024 // 8 + 1))
+    with pytest.raises(gr.Error, match="larger than"):
+        app.search("the cat", str(big), 2, lambda *a, **k: None)
+
+
+def test_empty_query_is_refused(app):
+    with pytest.raises(gr.Error, match="empty"):
+        app.search("  ", None, 2, lambda *a, **k: None)
+
+
+def test_corpus_formats_csv_jsonl_txt():
+    csv_ = search.parse_corpus("a.csv", b'id,text\n1,first passage\n2,"second, quoted"\n')
+    assert csv_.passages == ("first passage", "second, quoted")
+    headless = search.parse_corpus("a.csv", b"one\ntwo\n")
+    assert headless.passages == ("one", "two")
+    jl = search.parse_corpus("a.jsonl", json.dumps({"text": "x  y"}).encode() + b"\n")
+    assert jl.passages == ("x y",)
+    txt = search.parse_corpus("a.txt", b"\xef\xbb\xbfa\na\nb\n")  # BOM, duplicate
+    assert txt.passages == ("a", "b") and txt.fingerprint != jl.fingerprint
+    with pytest.raises(search.CorpusError, match="UTF-8"):
+        search.parse_corpus("a.txt", b"\xff\xfe\x00")
+    with pytest.raises(search.CorpusError, match="at most 3"):
+        search.parse_corpus("a.txt", b"a\nb\nc\nd\n", max_passages=3)
+
+
+def test_cut_passage_keeps_whole_sentences():
+    text = "One two three. Four five six. " + "seven " * 100
+    assert search.cut_passage(text, 40) == "One two three. Four five six."
+    assert len(search.cut_passage("word " * 200, 50)) <= 50
+
+
+def test_cache_key_changes_with_model_and_corpus(tmp_path, engine):
+    a, b = search.Corpus("a", ("x",)), search.Corpus("b", ("y",))
+    magnet = search.EngineEncoder(engine, "magnet")
+    base = search.EngineEncoder(engine, "base")
+    paths = {search.cache_path(tmp_path, e, c) for e in (magnet, base) for c in (a, b)}
+    assert len(paths) == 4
+    assert search.cache_path(tmp_path, magnet, a) == search.cache_path(
+        tmp_path, magnet, search.Corpus("renamed", ("x",))
+    )
+    vecs = search.corpus_vectors(magnet, a, tmp_path)
+    np.testing.assert_allclose(vecs, engine.embed_sentences(["x"], adapter="magnet"), atol=1e-6)
+
+
+def test_minilm_encoder_finds_the_paraphrase():
+    enc = search.MiniLMEncoder()
+    corpus = search.Corpus("t", ("A cat sits on a rug.", "Stock markets fell sharply today."))
+    vecs = enc.encode(corpus.passages)
+    hits = search.top_k(enc.encode(["The kitten is resting on the carpet."])[0], vecs, corpus, 2)
+    assert hits[0].index == 0 and hits[0].score > hits[1].score
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
