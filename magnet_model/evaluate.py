@@ -8,6 +8,8 @@ Tasks (--tasks, default all):
               (prompts.py), and every causal system from the left context only (reference).
               Then MAGNET fills each blank greedily (cap 64 tokens): the share of infills that
               stop by themselves (<span_end>) inside the blank. A few examples go to the JSON.
+              Span perplexities divide by the span's token count in the passage for every
+              system, so they compare the probability of the same text (scoring.py).
 - sts         STS-B test (seeded sample), Spearman x 100 of cosine similarities. Pooling per
               system as the engine does it (MAGNET: last token + instruction, bidirectional;
               llm2vec: as recorded with the adapter; base: causal mean); all-MiniLM-L6-v2.
@@ -17,7 +19,9 @@ Tasks (--tasks, default all):
 - knowledge   causal perplexity of held-out passages (first 256 tokens), adapter on vs base.
 
 Systems that are not loaded (or a task does not apply to) are reported as n/a with the reason.
---quick shrinks every sample so the whole run takes a few minutes on 2 CPU cores.
+--quick shrinks every sample so the whole run takes a few minutes on 2 CPU cores: 6 passages
+(2 generated infills), 100 STS-B pairs, probe on 40 / 20 sentences, 2 continuations of 64 tokens
+(CPU decoding is the slow part), 6 passages for perplexity. Size flags override either mode.
 """
 
 from __future__ import annotations
@@ -221,9 +225,8 @@ class Run:
     def llm(self) -> list[System]:
         return [s for s in self.systems if s.kind == "llm"]
 
-    def step(self, what: str) -> None:
-        self.bar.set_postfix_str(what, refresh=False)
-        self.bar.update(1)
+    def doing(self, what: str) -> None:
+        self.bar.set_postfix_str(what)
 
 
 def _na(reason: str) -> dict:
@@ -234,6 +237,7 @@ def _per_system(run: Run, task: str, fn: Callable, applies: Callable | None = No
     """fn(system) for every system the task applies to; n/a entries otherwise; timed."""
     out = {}
     for s in run.systems:
+        run.doing(f"{task}: {s.name}")
         reason = s.reason or (applies(s) if applies else "")
         if reason:
             out[s.name] = _na(reason)
@@ -241,7 +245,7 @@ def _per_system(run: Run, task: str, fn: Callable, applies: Callable | None = No
             t0 = time.perf_counter()
             out[s.name] = fn(s)
             out[s.name]["seconds"] = round(time.perf_counter() - t0, 2)
-        run.step(f"{task}: {s.name}")
+        run.bar.update(1)
     return out
 
 
