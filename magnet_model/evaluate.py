@@ -60,14 +60,14 @@ class Sizes:
     """How much of each data set a run uses (0 for n_sts: the whole STS-B test set)."""
 
     n_passages: int = 100  # infill: passages scored
-    n_infills: int = 100  # infill: of those, filled by generation (stop share)
+    n_infills: int = 30  # infill: of those, filled by generation (stop share; decoding is slow)
     n_examples: int = 3  # infill: examples (with prompted infills) kept in the JSON
     passage_tokens: int = 192
     max_span_tokens: int = 64  # cap of a generated infill
     n_sts: int = 0
     n_probe_train: int = 500  # CoNLL-2003 train sentences
     n_probe_test: int = 200  # CoNLL-2003 test sentences
-    n_prompts: int = 30  # repetition: continuations per system
+    n_prompts: int = 12  # repetition: continuations per system (12 x 128 tokens each)
     prompt_tokens: int = 32
     max_new_tokens: int = 128
     n_ppl: int = 100  # knowledge: held-out passages
@@ -86,16 +86,16 @@ QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept 
     n_ppl=6,
 )
 
-SIZE_FLAGS = {  # flag -> Sizes field
-    "--n-passages": "n_passages",
-    "--n-infills": "n_infills",
-    "--n-examples": "n_examples",
-    "--n-sts": "n_sts",
-    "--n-probe-train": "n_probe_train",
-    "--n-probe-test": "n_probe_test",
-    "--n-prompts": "n_prompts",
-    "--max-new-tokens": "max_new_tokens",
-    "--n-ppl": "n_ppl",
+SIZE_FLAGS = {  # flag -> (Sizes field, help)
+    "--n-passages": ("n_passages", "infill: held-out passages scored"),
+    "--n-infills": ("n_infills", "infill: of those, filled by MAGNET generation"),
+    "--n-examples": ("n_examples", "infill: examples kept in the JSON"),
+    "--n-sts": ("n_sts", "STS-B test pairs (0 = all 1379)"),
+    "--n-probe-train": ("n_probe_train", "probe: CoNLL-2003 train sentences"),
+    "--n-probe-test": ("n_probe_test", "probe: CoNLL-2003 test sentences"),
+    "--n-prompts": ("n_prompts", "repetition: continuations per system"),
+    "--max-new-tokens": ("max_new_tokens", "repetition: tokens per continuation"),
+    "--n-ppl": ("n_ppl", "knowledge: held-out passages"),
 }
 
 
@@ -125,7 +125,7 @@ def _names(value: str, known: tuple[str, ...] | None, what: str) -> list[str]:
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
     """Flags -> EvalConfig; --quick sets the small sizes, explicit size flags still win."""
     sizes = replace(QUICK) if args.quick else Sizes()
-    for flag, name in SIZE_FLAGS.items():
+    for flag, (name, _) in SIZE_FLAGS.items():
         value = getattr(args, name)
         if value is None:
             continue
@@ -696,14 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated: base, adapter names, minilm (missing ones are reported n/a)",
     )
     p.add_argument("--quick", action="store_true", help="small samples (a few minutes on CPU)")
-    for flag, name in SIZE_FLAGS.items():
-        p.add_argument(
-            flag,
-            dest=name,
-            type=int,
-            default=None,
-            help=f"default {getattr(Sizes(), name)}, quick {getattr(QUICK, name)}",
-        )
+    for flag, (name, what) in SIZE_FLAGS.items():
+        sizes = f"default {getattr(Sizes(), name)}, quick {getattr(QUICK, name)}"
+        p.add_argument(flag, dest=name, type=int, default=None, help=f"{what} ({sizes})")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample and span choice")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")

@@ -9,6 +9,7 @@ import math
 from dataclasses import replace
 
 import pytest
+import torch
 from eval_engine import tiny_engine
 
 from magnet_model import evaluate as ev
@@ -24,10 +25,16 @@ def parse(argv: list[str]) -> ev.EvalConfig:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
+    """One run for the module; one torch thread (module fixtures start before conftest's)."""
     out = tmp_path_factory.mktemp("eval")
     argv = ["--quick", "--systems", "base,llm2vec,magnet,ghost", "--output", str(out)]
     argv += ["--n-sts", "40", "--n-probe-train", "12", "--n-probe-test", "6", "--no-progress"]
-    assert ev.main(argv, engine=tiny_engine()) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert ev.main(argv, engine=tiny_engine()) == 0
+    finally:
+        torch.set_num_threads(threads)
     report = json.loads((out / "results.json").read_text())
     return report, (out / "results.md").read_text()
 
