@@ -43,7 +43,10 @@ def tiny_engine(adapters: bool = True) -> Engine:
                 token_roles=roles, attention="bidirectional", pooling="mean", instruction=""
             ),
         }
-    names = {"magnet": "adapters/magnet", "llm2vec": "adapters/llm2vec"} if adapters else {}
+    # An existing folder without magnet_config.json: the engine takes `metas` and never asks
+    # the Hub (a missing path is looked up there, with retries, when offline).
+    here = str(Path(__file__).parent)
+    names = {"magnet": here, "llm2vec": here} if adapters else {}
     cpu = torch.device("cpu")
     loaded = LoadedModel(model, tok, ModelSpec(), cpu, torch.float32, "tiny", 0.0, names)
     return Engine(loaded, metas=metas)

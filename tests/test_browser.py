@@ -1,0 +1,227 @@
+"""End to end in a real browser: Debian's chromium driven by Playwright against `python -m app`.
+
+The app runs in a subprocess on a free loopback port with a tiny Llama saved to disk (with
+'magnet' and 'llm2vec' LoRA adapters), a temporary database and cache, so the whole test takes
+about a minute on a CPU. It fills a blank and sees three outputs, streams continuations,
+searches an uploaded corpus, rates an item through an invite link and finds the rating in the
+database, and logs into Admin. Screenshots of every tab go to artifacts/screenshots/.
+
+Locally the test skips when chromium or the playwright package is missing; with CI=true it
+fails instead (.ci/browser.sh installs chromium and exports MAGNET_BROWSER).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from annotation_db import AnnotationStore, ItemIn, OutputIn
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "artifacts" / "screenshots"
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TIMEOUT_MS = 120_000
+
+
+def _browser_path() -> str | None:
+    for cand in (os.environ.get("MAGNET_BROWSER"), "/usr/bin/chromium", shutil.which("chromium")):
+        if cand and Path(cand).is_file():
+            return cand
+    return None
+
+
+def _require_browser() -> str:
+    """The chromium binary, or skip (locally) / fail (CI=true) with the reason."""
+    missing = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the Python package 'playwright' (pip install playwright)")
+    path = _browser_path()
+    if path is None:
+        missing.append("Debian's chromium (apt-get install chromium, or set MAGNET_BROWSER)")
+    if missing:
+        reason = "browser test needs " + " and ".join(missing)
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " (CI=true: .ci/browser.sh should have installed it)")
+        pytest.skip(reason)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _save_tiny_model(folder: Path) -> dict[str, Path]:
+    """A tiny Llama + tokenizer as a model directory, and two adapters with their metadata."""
+    from app_fixtures import tiny_engine
+
+    from magnet_model.adapter_meta import save_meta
+
+    engine = tiny_engine()
+    base = folder / "base"
+    engine.model.get_base_model().save_pretrained(base)
+    engine.tokenizer.save_pretrained(base)
+    paths = {"base": base}
+    for name in ("magnet", "llm2vec"):
+        engine.model.save_pretrained(folder / "adapters", selected_adapters=[name])
+        out = folder / "adapters" / name
+        if not (out / "adapter_config.json").is_file():  # peft saves "default" at the top
+            out.mkdir(parents=True, exist_ok=True)
+            for f in ("adapter_config.json", "adapter_model.safetensors"):
+                shutil.move(folder / "adapters" / f, out / f)
+        save_meta(out, engine.meta(name))
+        paths[name] = out
+    return paths
+
+
+def _study(db: Path) -> str:
+    """A one-item study with two outputs; returns a rater's invite token."""
+    with AnnotationStore(path=db) as store:
+        item = ItemIn("i1", "the cat [blank] on the mat .", ["sat"])
+        outs = [
+            OutputIn("i1", "magnet", "the cat sat on the mat .", ["sat"]),
+            OutputIn("i1", "zero-shot", "the cat ran on the mat .", ["ran"]),
+        ]
+        store.create_study("e2e", [item], outs, questions=["appropriate", "preference"])
+        return store.invite("e2e", "Browser rater").token
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    _require_browser()
+    tmp = tmp_path_factory.mktemp("e2e")
+    paths = _save_tiny_model(tmp / "model")
+    db = tmp / "db.sqlite3"
+    token = _study(db)
+    port = _free_port()
+    env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
+    env["PYTHONPATH"] = str(ROOT)
+    adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
+    cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
+           adapters, "--device", "cpu", "--port", str(port), "--db-path", str(db),
+           "--cache-dir", str(tmp / "cache")]  # fmt: skip
+    log = open(tmp / "app.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited: {(tmp / 'app.log').read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(url, timeout=2).read()
+                break
+            except OSError:
+                if time.perf_counter() - t0 > 180:
+                    pytest.fail(f"the app was not ready in 180 s: {(tmp / 'app.log').read_text()}")
+                time.sleep(0.5)
+        print(f"app ready after {time.perf_counter() - t0:.1f} s")
+        yield {"url": url, "db": db, "token": token, "tmp": tmp}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_browser_path(), args=BROWSER_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.set_default_timeout(TIMEOUT_MS)
+        yield pg
+        browser.close()
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_end_to_end_in_chromium(served, page):
+    from playwright.sync_api import expect
+
+    page.goto(served["url"])
+    # Infill: three outputs side by side; markup typed by the visitor stays text.
+    text = page.locator("#infill-text textarea")
+    text.fill("<b>bold</b> the cat ")
+    page.get_by_role("button", name="Insert [blank] at the cursor").click()
+    expect(text).to_have_value("<b>bold</b> the cat [blank]")
+    text.press("End")
+    text.type(" on the mat .")
+    page.locator("#infill-run").click()
+    cols = page.locator(".infill-col")
+    expect(cols).to_have_count(3)
+    for i in range(3):
+        expect(cols.nth(i)).to_contain_text("span ends", timeout=TIMEOUT_MS)
+        expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
+    assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
+    _shot(page, "infill")
+
+    page.get_by_role("tab", name="Continue").click()
+    page.get_by_label("Prompt").fill("the cat sat on the")
+    page.locator("#continue-run").click()
+    expect(page.get_by_text("done in")).to_have_count(3, timeout=TIMEOUT_MS)
+    _shot(page, "continue")
+
+    page.get_by_role("tab", name="Search").click()
+    corpus = served["tmp"] / "corpus.txt"
+    corpus.write_text("the cat sat on the mat .\nthe bird flew over the sea .\nfire and water .\n")
+    page.locator("input[type=file]").first.set_input_files(str(corpus))
+    page.get_by_label("Query").fill("the bird flew")
+    page.locator("#search-run").click()
+    note = page.get_by_label("Corpus and timing")
+    expect(note).to_have_value(re.compile(r"^corpus\.txt: 3 passages"), timeout=TIMEOUT_MS)
+    _shot(page, "search")
+
+    # Rate through the invite link; the rating must land in the database.
+    page.goto(f"{served['url']}/?token={served['token']}")
+    page.get_by_role("tab", name="Rate").click()
+    expect(page.get_by_text("Output B")).to_be_visible(timeout=TIMEOUT_MS)
+    for label in page.locator("label:visible", has_text="Yes").all():
+        label.click()
+    page.locator("label:visible", has_text="tie").first.click()
+    _shot(page, "rate")
+    page.locator("#rate-submit").click()
+    expect(page.get_by_text("all done")).to_be_visible(timeout=TIMEOUT_MS)
+    with AnnotationStore(path=served["db"]) as store:
+        prog = store.progress("e2e")
+        assert prog.judgments_done == 1 and prog.raters[0].display_name == "Browser rater"
+        res = store.results("e2e").to_dict()
+        assert {s["system"]: s["appropriate"]["share"] for s in res["systems"]} == {
+            "magnet": 1.0,
+            "zero-shot": 1.0,
+        }
+
+    page.get_by_role("tab", name="Admin").click()
+    page.get_by_label("Admin password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_text("New study")).to_be_visible()
+    _shot(page, "admin")
