@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import random
 import shlex
 import sys
@@ -44,6 +42,7 @@ import torch
 
 from . import scoring
 from .errors import ConfigError, MagnetError
+from .hardware import describe
 
 TASKS = ("infill", "sts", "probe", "repetition", "knowledge")
 MINILM = "minilm"
@@ -184,29 +183,8 @@ def resolve_systems(engine, names: list[str]) -> list[System]:
     return out
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def hardware(engine) -> dict:
-    dev = engine.device
-    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "device": str(dev),
-        "gpu": gpu,
-        "dtype": str(engine.dtype).replace("torch.", ""),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-    }
+    return describe(engine.device, engine.dtype)
 
 
 # ---------------------------------------------------------------- one run
