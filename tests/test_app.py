@@ -158,3 +158,27 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
     assert groups["infill"] == {"model"} and groups["continue_"] == {"model"}
     assert groups["rate_submit"] == {"rating"} and groups["rate_load"] == {"rating"}
     assert demo._queue.max_size == 32
+
+
+def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
+    """An adapter still being trained (config, no weights) or missing is reported, not fatal."""
+    import dataclasses
+
+    from app.main import load_engine
+    from magnet_model.settings import ModelSpec
+
+    engine = tiny_engine()
+    base = tmp_path / "base"
+    engine.model.get_base_model().save_pretrained(base)
+    engine.tokenizer.save_pretrained(base)
+    engine.model.save_pretrained(tmp_path / "ad", selected_adapters=["magnet"])
+    half = next((tmp_path / "ad").rglob("adapter_config.json")).parent
+    for weights in half.glob("adapter_model.*"):
+        weights.unlink()  # a save in progress
+    spec = ModelSpec(base=str(base), device="cpu", cache_dir=tmp_path / "cache")
+    spec = dataclasses.replace(spec, adapters={"magnet": str(half), "llm2vec": "/nope/llm2vec"})
+    loaded, unavailable = load_engine(spec)
+    assert loaded.adapter_names == [] and set(unavailable) == {"magnet", "llm2vec"}
+    app = make_app(tmp_path, loaded)
+    app.unavailable = unavailable
+    assert "magnet" in app.availability("magnet") and "/nope/llm2vec" in app.availability("llm2vec")

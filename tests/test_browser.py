@@ -193,12 +193,16 @@ def test_end_to_end_in_chromium(served, page):
 
     page.get_by_role("tab", name="Search").click()
     corpus = served["tmp"] / "corpus.txt"
-    corpus.write_text("the cat sat on the mat .\nthe bird flew over the sea .\nfire and water .\n")
+    corpus.write_text(
+        "the cat sat on the mat .\nthe bird flew over the sea .\n<i>fire</i> and water\n"
+    )
     page.locator("input[type=file]").first.set_input_files(str(corpus))
     page.get_by_label("Query").fill("the bird flew")
     page.locator("#search-run").click()
     note = page.get_by_label("Corpus and timing")
     expect(note).to_have_value(re.compile(r"^corpus\.txt: 3 passages"), timeout=TIMEOUT_MS)
+    expect(page.get_by_text("<i>fire</i> and water").first).to_be_visible()  # shown as text
+    assert page.locator("table i:text('fire')").count() == 0
     _shot(page, "search")
 
     # Rate through the invite link; the rating must land in the database.
