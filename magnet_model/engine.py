@@ -36,7 +36,7 @@ from . import prompts
 from .adapter_meta import AdapterMeta, load_meta
 from .errors import InputError
 from .layout import HybridSequence, build_hybrid
-from .loading import LoadedModel, load_model
+from .loading import LoadedModel, hub_kwargs, is_hub_id, load_model
 from .masks import additive, allowed_mask, position_ids_for
 from .settings import ModelSpec
 from .tokens import TokenRoles, choose_token_roles
@@ -812,12 +812,14 @@ def _find_meta(ref: str) -> AdapterMeta | None:
     path = Path(ref).expanduser()
     if path.exists():
         return load_meta(path)
+    if not is_hub_id(ref):  # neither a folder nor a Hub id: nothing to ask the Hub
+        return None
     try:
         from huggingface_hub import hf_hub_download
 
         from .adapter_meta import META_FILE
 
-        return load_meta(Path(hf_hub_download(ref, META_FILE)).parent)
+        return load_meta(Path(hf_hub_download(ref, META_FILE, **hub_kwargs())).parent)
     except Exception:  # a plain PEFT adapter on the Hub, or no network: no metadata
         return None
 

@@ -129,15 +129,20 @@ def _resolve_base(spec: ModelSpec) -> tuple[str, dict, str]:
                 "with save_pretrained, a .gguf file, a Hub id, or 'embedded'."
             )
         return str(local), {}, f"local directory {local.resolve()}"
-    if base.startswith(("/", ".", "~")) or not _HUB_ID.match(base):
+    if not is_hub_id(base):
         raise ModelLoadError(
             f"The base model '{base}' does not exist on disk and is not a Hub id (owner/name); "
             "check the path, or use 'embedded' for the built-in SmolLM2."
         )
-    return base, _hub_kwargs(), f"Hugging Face Hub {base}"
+    return base, hub_kwargs(), f"Hugging Face Hub {base}"
 
 
-def _hub_kwargs() -> dict:
+def is_hub_id(ref: str) -> bool:
+    """'owner/name' that is not a path someone meant as local (./x, /x, ~/x)."""
+    return not ref.startswith(("/", ".", "~")) and bool(_HUB_ID.match(ref))
+
+
+def hub_kwargs() -> dict:
     """Honour HF_HUB_OFFLINE even when it was set after huggingface_hub was imported."""
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     return {"local_files_only": True} if offline else {}
@@ -185,13 +190,13 @@ def attach_adapters(model, adapters: dict[str, str]):
                 f"Adapter '{name}': '{ref}' has no adapter_config.json; give a folder written by "
                 "`python -m magnet_model.train` (or any PEFT save_pretrained)."
             )
-        if not local.exists() and (ref.startswith(("/", ".", "~")) or not _HUB_ID.match(ref)):
+        if not local.exists() and not is_hub_id(ref):
             raise ModelLoadError(
                 f"Adapter '{name}': '{ref}' does not exist on disk and is not a Hub id; "
                 "check the path in MAGNET_ADAPTERS or --adapters."
             )
         src = str(local) if local.exists() else ref
-        hub = {} if local.exists() else _hub_kwargs()
+        hub = {} if local.exists() else hub_kwargs()
         try:
             if peft_model is None:
                 peft_model = PeftModel.from_pretrained(model, src, adapter_name=name, **hub)

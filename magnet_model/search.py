@@ -30,7 +30,7 @@ from .errors import InputError, MagnetError
 
 # The default corpus: held-out Wikipedia passages, small enough that embedding it with the three
 # LLM systems takes about 2 minutes on a 2-core CPU (once; then the disk cache answers).
-DEFAULT_PASSAGES = 120
+DEFAULT_PASSAGES = 60
 DEFAULT_PASSAGE_CHARS = 240  # passages are cut at a sentence end below this length
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 MAX_PASSAGES = 2000
