@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
-from app_fixtures import fake_request, make_app, tiny_engine
+from app_fixtures import fake_request, make_app
+from tiny_models import tiny_engine
 
 from app.handlers import INFILL_SYSTEMS, TITLES
 from app.main import build_demo

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import fake_request, make_app, tiny_engine
+from app_fixtures import fake_request, make_app
+from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
 from app.handlers import MAX_LIKERT, MAX_OUTPUTS

@@ -7,7 +7,8 @@ import json
 import gradio as gr
 import numpy as np
 import pytest
-from app_fixtures import make_app, tiny_engine
+from app_fixtures import make_app
+from tiny_models import tiny_engine
 
 from magnet_model import search
 

@@ -75,7 +75,7 @@ def _free_port() -> int:
 
 def _save_tiny_model(folder: Path) -> dict[str, Path]:
     """A tiny Llama + tokenizer as a model directory, and two adapters with their metadata."""
-    from app_fixtures import tiny_engine
+    from tiny_models import tiny_engine
 
     from magnet_model.adapter_meta import save_meta
 

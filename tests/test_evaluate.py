@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from eval_engine import tiny_engine
+from tiny_models import tiny_engine
 
 from magnet_model import evaluate as ev
 from magnet_model.errors import ConfigError

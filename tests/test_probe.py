@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from eval_engine import tiny_engine
+from tiny_models import tiny_engine
 
 from magnet_model import probe
 from magnet_model.data import ConllSentence

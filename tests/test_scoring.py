@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from eval_engine import tiny_engine
+from tiny_models import tiny_engine
 
 from magnet_model import prompts, scoring
 from magnet_model.layout import IGNORE, build_hybrid

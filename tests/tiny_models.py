@@ -71,3 +71,57 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, **overrides):
     model = LlamaForCausalLM(LlamaConfig(**cfg))
     model.eval()
     return model
+
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _lora(seed: int):
+    import torch
+    from peft import LoraConfig
+
+    torch.manual_seed(seed)
+    return LoraConfig(r=4, lora_alpha=16, target_modules=LORA_TARGETS, init_lora_weights=False)
+
+
+def tiny_engine(adapters: bool = True, max_positions: int = 1024):
+    """An Engine over a tiny Llama with random 'magnet' (hybrid, last token) and 'llm2vec'
+    (bidirectional, mean pooling) LoRA adapters.
+
+    Room for five-shot prompts (max_positions); larger initial weights so outputs vary.
+    """
+    from pathlib import Path
+
+    import torch
+    from peft import get_peft_model
+
+    from magnet_model.adapter_meta import AdapterMeta
+    from magnet_model.engine import Engine
+    from magnet_model.loading import LoadedModel
+    from magnet_model.settings import ModelSpec
+    from magnet_model.tokens import choose_token_roles
+
+    tok = make_tiny_tokenizer()
+    model = make_tiny_llama(len(tok), initializer_range=0.5, max_position_embeddings=max_positions)
+    metas = {}
+    if adapters:
+        model = get_peft_model(model, _lora(1), adapter_name="magnet")
+        model.add_adapter("llm2vec", _lora(2))
+        model.eval()
+        roles = choose_token_roles(tok)
+        metas = {
+            "magnet": AdapterMeta(token_roles=roles),
+            "llm2vec": AdapterMeta(
+                token_roles=roles,
+                attention="bidirectional",
+                objectives=["mntp", "sscl"],
+                pooling="mean",
+                instruction="",
+            ),
+        }
+    # An existing folder without magnet_config.json: the engine takes `metas` as given.
+    here = str(Path(__file__).parent)
+    names = {"magnet": here, "llm2vec": here} if adapters else {}
+    cpu = torch.device("cpu")
+    loaded = LoadedModel(model, tok, ModelSpec(), cpu, torch.float32, "tiny", 0.0, names)
+    return Engine(loaded, metas=metas)
