@@ -5,19 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_models import make_tiny_llama, make_tiny_tokenizer
+from tiny_models import TINY_CORPUS, make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.adapter_meta import load_meta
 from magnet_model.card import count_tokens, final_losses, render_card, train_config
 from magnet_model.errors import ModelLoadError
 from magnet_model.train import load_corpus, main
-
-SENTENCES = [
-    "the cat sat on the mat and the dog ran to the tree .",
-    "the king of france was in paris on the first day of the war .",
-    "a small bird flew over the river in the city at night .",
-    "the queen and the child were at the old house by the sea .",
-]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +20,7 @@ def trained(tmp_path_factory):
     make_tiny_llama(len(tok)).save_pretrained(root / "base")
     tok.save_pretrained(root / "base")
     corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(SENTENCES) + "\n")
+    corpus.write_text("\n".join(TINY_CORPUS[:4]) + "\n")
     out = root / "magnet"
     argv = [
         "--output", str(out), "--base-model", str(root / "base"), "--corpus", str(corpus),

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from tiny_models import TINY_CORPUS as CORPUS
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.layout import IGNORE
@@ -27,17 +28,6 @@ from magnet_model.views import (
     masked_example,
     replacement_vocab,
 )
-
-CORPUS = [
-    "the cat sat on the mat and the dog ran to the tree .",
-    "the king of france was in paris on the first day of the war .",
-    "a small bird flew over the river in the city at night .",
-    "the queen and the child were at the old house by the sea .",
-    "music and art are the history of the land , the sea and the sky .",
-    "the big red fish swam in the blue pond with the green log .",
-    "one two three four five six seven eight nine ten .",
-    "the sun , the moon and the star were in the sky on the second day .",
-]
 
 
 @pytest.fixture(scope="module")

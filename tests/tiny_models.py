@@ -73,6 +73,18 @@ def make_tiny_llama(vocab_size: int, seed: int = 0, **overrides):
     return model
 
 
+# Eight short sentences in the tiny vocabulary: a corpus the tiny model can learn in seconds.
+TINY_CORPUS = [
+    "the cat sat on the mat and the dog ran to the tree .",
+    "the king of france was in paris on the first day of the war .",
+    "a small bird flew over the river in the city at night .",
+    "the queen and the child were at the old house by the sea .",
+    "music and art are the history of the land , the sea and the sky .",
+    "the big red fish swam in the blue pond with the green log .",
+    "one two three four five six seven eight nine ten .",
+    "the sun , the moon and the star were in the sky on the second day .",
+]
+
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
