@@ -315,6 +315,15 @@ class MagnetApp:
         head = f"Study: {session.study} — rater: {session.display_name}\n\n{session.instructions}"
         if not session.is_open:
             return self._rater_view(None, head, "This study is closed. Thank you!")
+        if item is not None:
+            n_likert = sum(q.kind == "likert" for q in item.questions)
+            if len(item.outputs) > MAX_OUTPUTS or n_likert > MAX_LIKERT:
+                raise gr.Error(
+                    f"This study shows {len(item.outputs)} outputs and {n_likert} 1-5 questions "
+                    f"per item; this page shows at most {MAX_OUTPUTS} and {MAX_LIKERT}. Ask the "
+                    "study's organiser to rate it with fewer systems or questions.",
+                    print_exception=False,
+                )
         status = f"{prog.done} of {prog.total} done"
         status += " — all done, thank you!" if prog.finished else ""
         return self._rater_view(item, head, status)

@@ -160,13 +160,15 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     assert [r[0] for r in links] == ["Ann", "Bob"]
     assert all(r[1].startswith("http://demo.test:7860/?token=") for r in links)
     token = links[0][1].split("token=")[1]
-    v = view_of(app.rate_open(token))
-    n_shown = len([s for s in v["slots"] if s[0]["visible"]])
-    app.rate_submit(token, v["aid"], *answers(n_shown), None, "")
-    summary, raters = app.admin_progress(True, "study1")
-    assert "judgments" in summary and raters[0][:2] == ["Ann", 1]
+    for n in (1, 2):  # two items: at least one is not the (single) attention check
+        v = view_of(app.rate_open(token))
+        n_shown = len([s for s in v["slots"] if s[0]["visible"]])
+        app.rate_submit(token, v["aid"], *answers(n_shown), None, "")
+        summary, raters = app.admin_progress(True, "study1")
+        assert "judgments" in summary and raters[0][:2] == ["Ann", n]
+    regular_rated = raters[0][1] - raters[0][4]  # done minus attention checks done
     res, plot = app.admin_results(True, "study1")
-    assert res["study"] == "study1" and res["progress"]["judgments_done"] == 1
+    assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
     csv_path = app.admin_export(True, "study1", "csv")
     assert Path(csv_path).read_text(encoding="utf-8").count("\n") >= 2
@@ -195,3 +197,13 @@ def test_builtin_items_blank_a_span_of_held_out_wikipedia():
     assert len(items) == 3 and len({i.key for i in items}) == 3
     for it in items:
         assert it.text.count(MARKER) == 1 and 2 <= len(it.original[0].split()) <= 5
+
+
+def test_a_study_wider_than_the_page_says_so_instead_of_hiding_outputs(app):
+    items = [ItemIn("i0", "the cat [blank] on the mat .", ["sat"])]
+    systems = [f"s{k}" for k in range(MAX_OUTPUTS + 1)]
+    outputs = [OutputIn("i0", s, f"the cat {s} on the mat .", [s]) for s in systems]
+    app.store.create_study("wide", items, outputs, raters_per_item=1)
+    token = app.store.invite("wide", "Bo").token
+    with pytest.raises(gr.Error, match=f"at most {MAX_OUTPUTS}"):
+        app.rate_open(token)
