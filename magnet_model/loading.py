@@ -158,9 +158,12 @@ def _hub_error(what: str, e: Exception) -> ModelLoadError:
 
 def load_base(spec: ModelSpec):
     """-> (model in eval mode on its device, tokenizer, description of the source)."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device, dtype = resolve_device(spec)
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
     ref, kwargs, source = _resolve_base(spec)
     try:
         tokenizer = AutoTokenizer.from_pretrained(ref, **kwargs)

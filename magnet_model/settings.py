@@ -10,6 +10,8 @@ override them. Defaults work offline on a fresh machine: the embedded SmolLM2 on
     MAGNET_DTYPE       auto (default: bf16 on CUDA, float32 on CPU), float32, bfloat16, float16
     MAGNET_CACHE_DIR   where de-quantized weights and embeddings are cached
                        (default: $XDG_CACHE_HOME/magnet or ~/.cache/magnet)
+    MAGNET_THREADS     torch CPU threads (default: torch's own choice); 1 is faster on a
+                       machine whose cores are busy with other work
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ def default_cache_dir() -> Path:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "magnet"
+
+
+def _threads(value: str) -> int | None:
+    value = value.strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"MAGNET_THREADS must be a whole number of at least 1, not {value!r}.")
+    return int(value)
 
 
 def parse_adapters(value: str) -> dict[str, str]:
@@ -75,6 +86,7 @@ class ModelSpec:
     device: str = "auto"
     dtype: str = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
+    threads: int | None = None
 
     @classmethod
     def from_env(cls) -> ModelSpec:
@@ -86,6 +98,7 @@ class ModelSpec:
             device=env.get("MAGNET_DEVICE", "auto").strip() or "auto",
             dtype=env.get("MAGNET_DTYPE", "auto").strip() or "auto",
             cache_dir=default_cache_dir(),
+            threads=_threads(env.get("MAGNET_THREADS", "")),
         )
         if adapters_env is None and spec.base == EMBEDDED:
             spec.adapters = shipped_adapters()

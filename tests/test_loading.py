@@ -25,6 +25,17 @@ def test_local_directory_loads_the_same_weights(tiny_dir, tiny_llama):
     assert loaded.dtype == torch.float32 and not loaded.model.training
 
 
+def test_threads_setting_reaches_torch(tiny_dir):
+    before = torch.get_num_threads()
+    try:
+        load_model(ModelSpec(base=str(tiny_dir), device="cpu", threads=2))
+        assert torch.get_num_threads() == 2
+        load_model(ModelSpec(base=str(tiny_dir), device="cpu", threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_auto_device_is_cpu_float32_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")

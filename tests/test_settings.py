@@ -11,7 +11,13 @@ from magnet_model.settings import ModelSpec, add_model_args, parse_adapters
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for var in ("MAGNET_BASE_MODEL", "MAGNET_ADAPTERS", "MAGNET_DEVICE", "MAGNET_DTYPE"):
+    for var in (
+        "MAGNET_BASE_MODEL",
+        "MAGNET_ADAPTERS",
+        "MAGNET_DEVICE",
+        "MAGNET_DTYPE",
+        "MAGNET_THREADS",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -60,8 +66,22 @@ def test_parse_adapters():
         parse_adapters("base=x")
 
 
-@pytest.mark.parametrize("var,value", [("MAGNET_DEVICE", "gpu"), ("MAGNET_DTYPE", "fp8")])
+@pytest.mark.parametrize(
+    "var,value",
+    [
+        ("MAGNET_DEVICE", "gpu"),
+        ("MAGNET_DTYPE", "fp8"),
+        ("MAGNET_THREADS", "0"),
+        ("MAGNET_THREADS", "two"),
+    ],
+)
 def test_bad_values_are_one_clear_sentence(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=value):
         ModelSpec.from_env()
+
+
+def test_threads_setting(monkeypatch):
+    assert ModelSpec.from_env().threads is None
+    monkeypatch.setenv("MAGNET_THREADS", "3")
+    assert ModelSpec.from_env().threads == 3
