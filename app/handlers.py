@@ -564,53 +564,65 @@ class MagnetApp:
 
 @gpu
 def _infill_all(app: MagnetApp, text: str, decoding: dict) -> list:
-    """All three infills of one comparison (one ZeroGPU call); (None, reason) for failures."""
+    """All three infills of one comparison, run as one batch by the engine (one ZeroGPU
+    call); (None, reason) for a system that is unavailable or failed."""
+    ready = [system for system in INFILL_SYSTEMS if not app.availability(system)]
+    try:
+        out = app.engine.compare_infill(text, ready, marker=MARKER, **decoding) if ready else []
+    except MagnetError as e:
+        raise _error(e) from None  # the input itself is bad: say so once
+    done = dict(zip(ready, out, strict=True))
+    errors = [r for r in out if isinstance(r, MagnetError)]
+    if errors and len(errors) == len(out):
+        raise _error(errors[0]) from None
     results: list = []
     for system in INFILL_SYSTEMS:
-        why = app.availability(system)
-        if why:
-            results.append((None, why))
-            continue
-        try:
-            results.append(studies.infill_one(app.engine, system, text, **decoding))
-        except MagnetError as e:
-            if not results or all(isinstance(r, tuple) for r in results):
-                raise _error(e) from None  # the input itself is bad: say so once
-            results.append((None, str(e)))
+        r = done.get(system)
+        if r is None:
+            results.append((None, app.availability(system)))
+        elif isinstance(r, MagnetError):
+            results.append((None, str(r)))
+        else:
+            results.append(r)
     return results
 
 
 @gpu
 def _continue_all(app: MagnetApp, prompt: str, kw: dict) -> Iterator[tuple]:
-    """Round-robin over the three streams so that they grow side by side."""
-    streams, texts, stats = {}, {}, {}
+    """The three continuations grow side by side: rows of one batch, one token each per step."""
+    texts = {system: "" for system in CONTINUE_SYSTEMS}
+    stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
+    running = []
     for system in CONTINUE_SYSTEMS:
         why = app.availability(system)
-        texts[system] = ""
         if why:
             stats[system] = f"Unavailable: {why}"
-            continue
-        try:
-            adapter = None if system == "base" else system
-            streams[system] = iter(app.engine.continue_text(prompt, adapter=adapter, **kw))
-        except MagnetError as e:
-            raise _error(e) from None
-        stats[system] = _stats(texts[system])
-    starts = {s: time.perf_counter() for s in streams}
-    while streams:
-        for system in list(streams):
-            try:
-                texts[system] += next(streams[system])
-            except StopIteration:
-                del streams[system]
-                seconds = time.perf_counter() - starts[system]
-                stats[system] = _stats(texts[system]) + f" · done in {seconds:.1f} s"
-                continue
-            except MagnetError as e:
-                del streams[system]
+        else:
+            running.append(system)
+    adapters = [None if system == "base" else system for system in running]
+    try:
+        steps = app.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
+    except MagnetError as e:
+        raise _error(e) from None
+    start = time.perf_counter()
+    done: set[str] = set()
+    try:
+        for step in steps:
+            for system, (text, reason) in zip(running, step, strict=True):
+                if system in done:
+                    continue
+                texts[system] = text
+                stats[system] = _stats(text)
+                if reason is not None:
+                    done.add(system)
+                    stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+            yield tuple(
+                itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
+            )
+    except MagnetError as e:
+        for system in running:
+            if system not in done:
                 stats[system] = f"Stopped: {e}"
-                continue
-            stats[system] = _stats(texts[system])
         yield tuple(itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS))
 
 

@@ -72,15 +72,6 @@ def _output(item: ItemIn, system: str, r: InfillResult, model: str, decoding: di
     )
 
 
-def infill_one(engine: Engine, system: str, text: str, **decoding) -> InfillResult:
-    """One system's infill: MAGNET (an adapter) or the base model prompted zero-/five-shot."""
-    if system == "zero-shot":
-        return engine.infill_prompted(text, shots=0, marker=MARKER, **decoding)
-    if system == "five-shot":
-        return engine.infill_prompted(text, shots=5, marker=MARKER, **decoding)
-    return engine.infill(text, adapter=system, marker=MARKER, **decoding)
-
-
 def generate_outputs(
     engine: Engine,
     items: Sequence[ItemIn],
@@ -92,9 +83,11 @@ def generate_outputs(
     decoding = {"do_sample": False, "max_span_tokens": max_span_tokens}
     total, done = len(items) * len(systems), 0
     outputs = []
-    for item in items:
-        for system in systems:
-            r = infill_one(engine, system, item.text, max_span_tokens=max_span_tokens)
+    for item in items:  # an item's systems run as one batch
+        results = engine.compare_infill(item.text, systems, marker=MARKER, **decoding)
+        for system, r in zip(systems, results, strict=True):
+            if isinstance(r, Exception):
+                raise r
             outputs.append(_output(item, system, r, engine.loaded.source, decoding))
             done += 1
             if progress:

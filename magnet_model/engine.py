@@ -25,7 +25,7 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,8 @@ import torch
 
 from . import prompts
 from .adapter_meta import AdapterMeta, load_meta
-from .errors import InputError
+from .batching import Feed, Lane, Prefix, causal_see, run_lanes
+from .errors import InputError, MagnetError
 from .layout import HybridSequence, build_hybrid
 from .loading import LoadedModel, hub_kwargs, is_hub_id, load_model
 from .masks import additive, allowed_mask, position_ids_for
@@ -256,6 +257,15 @@ def assemble(pieces: list[str], gaps: list[str], spans: list[str]) -> tuple[str,
     return "".join(out), offsets
 
 
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _decode_after(tokenizer, context: list[int], ids: list[int]) -> str:
     """Text of ids as it reads after context (spaces and merged bytes at the seam right)."""
     return tokenizer.decode(context + ids)[len(tokenizer.decode(context)) :]
@@ -313,6 +323,7 @@ class Engine:
         self._metas = {n: _find_meta(ref) for n, ref in loaded.adapters.items()}
         self._metas.update(metas or {})
         self._default_roles: TokenRoles | None = None
+        self._prefixes: dict[tuple, Prefix] = {}  # prompt heads of the prompted baselines
         cap = getattr(self._lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
 
@@ -443,8 +454,9 @@ class Engine:
         is_fixed = [f is not None for f in fixed]
         return _InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, bos)
 
-    def _span_loop(self, job: _InfillJob, s: _Sampling, step: Callable) -> tuple:
-        """Decode all spans side by side; step(active, generated) -> logits of active spans."""
+    def _span_steps(self, job: _InfillJob, s: _Sampling) -> Generator:
+        """Decode all spans side by side: yields (active, generated), receives the logits of
+        the active spans' next tokens; returns (generated, reasons)."""
         n = len(job.limits)
         roles = job.roles
         ends = [roles.span_end] + [e for e in [self.tokenizer.eos_token_id] if e is not None]
@@ -452,12 +464,8 @@ class Engine:
         generated: list[list[int]] = [[] for _ in range(n)]
         reasons = [""] * n
         active = list(range(n))
-        t0 = time.perf_counter()
-        encode_seconds = None
         while active:
-            logits = step(active, generated).float()
-            if encode_seconds is None:  # the first step encodes the context
-                encode_seconds = time.perf_counter() - t0
+            logits = (yield active, generated).float()
             logits[:, banned] = float("-inf")
             for row, k in enumerate(active):
                 if len(generated[k]) < job.min_tokens or job.fixed[k]:
@@ -474,40 +482,49 @@ class Engine:
                 else:
                     still.append(k)
             active = still
+        return generated, reasons
+
+    def _span_loop(self, job: _InfillJob, s: _Sampling, step: Callable) -> tuple:
+        """Drive _span_steps with step(active, generated) -> logits (the reference path)."""
+        steps = self._span_steps(job, s)
+        t0 = time.perf_counter()
+        encode_seconds = None
+        try:
+            active, generated = next(steps)
+            while True:
+                logits = step(active, generated)
+                if encode_seconds is None:  # the first step encodes the context
+                    encode_seconds = time.perf_counter() - t0
+                active, generated = steps.send(logits)
+        except StopIteration as stop:
+            generated, reasons = stop.value
         decode_seconds = time.perf_counter() - t0 - encode_seconds
         return generated, reasons, encode_seconds, decode_seconds
 
-    def _cached_step(self, job: _InfillJob) -> Callable:
-        """Context + <span_start>s encoded once; then one new token per active span per step."""
+    def _magnet_lane(self, job: _InfillJob, s: _Sampling) -> Generator:
+        """The cached infill as a lane: context + <span_start>s encoded once (hybrid mask);
+        then one new token per active span per step, each seeing the context and its span."""
         seq = job.seq
-        ctx = seq.context_length
-        capacity = len(seq.input_ids) + sum(job.limits)
-        key_seg = torch.zeros(capacity, dtype=torch.long, device=self.device)
-        key_seg[: len(seq.segments)] = self._tensor(seq.segments)
-        state = {"cache": self._new_cache(), "kv": 0}
-
-        def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
-            cache = state["cache"]
-            if state["kv"] == 0:  # first step: every span is active and empty
-                ids = self._tensor([seq.input_ids])
-                seg = self._tensor([seq.segments])
-                mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), self.dtype)
-                pos = self._tensor([seq.position_ids])
-                state["kv"] = len(seq.input_ids)
-                return self._head(self._hidden(ids, mask, pos, cache)[0, ctx:])
-            kv = state["kv"]
-            q_seg = self._tensor([k + 1 for k in active])
-            key_seg[kv : kv + len(active)] = q_seg
-            kv += len(active)
-            state["kv"] = kv
-            keys = key_seg[:kv]
-            allowed = (keys == 0)[None, :] | (keys[None, :] == q_seg[:, None])
-            ids = self._tensor([[generated[k][-1] for k in active]])
-            pos = self._tensor([[seq.blank_positions[k] + len(generated[k]) for k in active]])
-            h = self._hidden(ids, additive(allowed[None, None], self.dtype), pos, cache)
-            return self._head(h[0])
-
-        return step
+        n_ctx = seq.context_length
+        segments = torch.tensor(seq.segments)
+        see = allowed_mask("hybrid", torch.ones_like(segments)[None], segments[None])[0, 0]
+        want = list(range(n_ctx, len(seq.input_ids)))
+        key_seg = list(seq.segments)
+        steps = self._span_steps(job, s)
+        try:
+            next(steps)
+            logits = yield Feed(seq.input_ids, seq.position_ids, see, want)
+            while True:
+                active, generated = steps.send(logits)
+                q_seg = torch.tensor([k + 1 for k in active])
+                key_seg += q_seg.tolist()
+                keys = torch.tensor(key_seg)
+                see = (keys == 0)[None, :] | (keys[None, :] == q_seg[:, None])
+                ids = [generated[k][-1] for k in active]
+                pos = [seq.blank_positions[k] + len(generated[k]) for k in active]
+                logits = yield Feed(ids, pos, see, list(range(len(active))))
+        except StopIteration as stop:
+            return stop.value
 
     def _reference_step(self, job: _InfillJob) -> Callable:
         """The slow path: the whole layout (context + all spans so far) re-encoded every step."""
@@ -540,12 +557,28 @@ class Engine:
 
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
+        if not reference:
+            return self._one(
+                self._infill_lane(
+                    text,
+                    adapter,
+                    marker,
+                    max_span_tokens,
+                    fixed_lengths,
+                    do_sample,
+                    temperature,
+                    top_p,
+                    seed,
+                )
+            )
         t0 = time.perf_counter()
         job = self._infill_job(text, marker, adapter, max_span_tokens, fixed_lengths)
         s = self._sampling(do_sample, temperature, top_p, seed)
         with self.using(adapter) as name:
-            step = self._reference_step(job) if reference else self._cached_step(job)
-            generated, reasons, enc, dec = self._span_loop(job, s, step)
+            generated, reasons, enc, dec = self._span_loop(job, s, self._reference_step(job))
+        return self._infill_result(text, job, name, generated, reasons, s, t0, enc, dec)
+
+    def _infill_result(self, text, job, name, generated, reasons, s, t0, enc, dec):
         texts = [self.tokenizer.decode(g) for g in generated]
         filled, offsets = assemble(job.pieces, job.gaps, texts)
         spans = [
@@ -556,8 +589,78 @@ class Engine:
         ctx = job.seq.context_length
         return InfillResult(text, filled, spans, "magnet", name, ctx, seconds, enc, dec, s.seed)
 
+    def _infill_lane(
+        self,
+        text,
+        adapter,
+        marker,
+        max_span_tokens,
+        fixed_lengths,
+        do_sample,
+        temperature,
+        top_p,
+        seed,
+        system: str = "magnet",
+    ) -> Lane:
+        """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
+        t0 = time.perf_counter()
+        job = self._infill_job(text, marker, adapter, max_span_tokens, fixed_lengths)
+        s = self._sampling(do_sample, temperature, top_p, seed)
+        name = self.resolve_adapter(adapter)
+        lane = Lane(name, None, name=system)
+
+        def steps():
+            generated, reasons = yield from self._magnet_lane(job, s)
+            enc = lane.first_logits or 0.0
+            dec = time.perf_counter() - t0 - enc
+            return self._infill_result(text, job, name, generated, reasons, s, t0, enc, dec)
+
+        lane.steps = steps()
+        return lane
+
     def infill_reference(self, text: str, **kwargs) -> InfillResult:
         return self.infill(text, reference=True, **kwargs)
+
+    # ------------------------------------------------------------ lanes: one batch, many jobs
+
+    def _forward_rows(self, ids, positions, mask, cache, adapters: list[str]) -> torch.Tensor:
+        """Hidden states of a batch whose rows may use different adapters (peft mixed batch)."""
+        with self._lock, torch.inference_mode():
+            if len(set(adapters)) == 1 or self._peft is None:
+                self._switch(adapters[0])
+                return self._hidden(ids, mask, positions, cache)
+            lora = self._peft.base_model
+            lora.enable_adapter_layers()
+            self._active = None  # adapter layers are on: the next single-adapter call re-switches
+            names = ["__base__" if a == BASE else a for a in adapters]
+            # peft's per-row adapters (the documented `adapter_names=` of PeftModel.forward),
+            # entered around the decoder alone so no logits are computed for every position
+            with lora._enable_peft_forward_hooks(adapter_names=names):
+                return self._hidden(ids, mask, positions, cache)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self._head(hidden)
+
+    def _steps(self, lanes: list[Lane]) -> Iterator[list[Lane]]:
+        """Run lanes together; yields them after every batched forward."""
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+        return run_lanes(
+            lanes, self._forward_rows, self._logits, self._new_cache, pad, self.dtype, self.device
+        )
+
+    def _run(self, lanes: list[Lane]) -> list:
+        """Results of lanes run as one batch: each an InfillResult/Continuation or a MagnetError."""
+        for _ in self._steps(lanes):
+            pass
+        return [lane.error if lane.error is not None else lane.result for lane in lanes]
+
+    def _one(self, lane: Lane):
+        (out,) = self._run([lane])
+        if isinstance(out, MagnetError):
+            raise out
+        return out
 
     # ------------------------------------------------------------ causal generation
 
@@ -568,28 +671,80 @@ class Engine:
                 f"limit of {self.max_input_tokens} tokens. Shorten it or generate fewer tokens."
             )
 
-    def _causal_tokens(
-        self, name: str, ids: list[int], max_new: int, s: _Sampling, stop: set[int]
-    ) -> Iterator[int]:
-        """Token ids one by one from a KV cache; the lock is held per step, not across yields."""
-        cache = self._new_cache()
-        feed = self._tensor([ids])
-        pos = len(ids)
+    def _continue_lane(
+        self, ids: list[int], max_new: int, s: _Sampling, stop: set[int], out: list[int]
+    ) -> Generator:
+        """Causal generation from a prompt; appends tokens to out; returns 'eos' or 'max'."""
+        n = len(ids)
+        logits = yield Feed(ids, list(range(n)), causal_see(0, n), [n - 1])
         for i in range(max_new):
-            with self.using(name):
-                positions = None if i == 0 else self._tensor([[pos - 1]])
-                h = self._hidden(feed, None, positions, cache)[:, -1]
-                tok = int(_sample(self._head(h).float(), s)[0])
+            tok = int(_sample(logits, s)[0])
             if tok in stop:
-                return
-            yield tok
-            feed = self._tensor([[tok]])
-            pos += 1
+                return "eos"
+            out.append(tok)
+            if i + 1 == max_new:
+                break
+            logits = yield Feed([tok], [n], causal_see(n, 1), [0])
+            n += 1
+        return "max"
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         if not prompt or not prompt.strip():
             raise EmptyInputError("The prompt is empty; type the beginning of a text.")
         return self.tokenizer(prompt).input_ids  # the tokenizer's own BOS, if it adds one
+
+    def _continuation_lanes(
+        self, prompt, adapters, max_new_tokens, do_sample, temperature, top_p, seed
+    ) -> tuple[list[Lane], list[list[int]], list[int]]:
+        """Validated lanes for one prompt and several adapters; their token lists; prompt ids."""
+        names = [self.resolve_adapter(a) for a in adapters]
+        ids = self._prompt_ids(prompt)
+        max_new = max_new_tokens or self.config.max_new_tokens
+        self._check_prompt(len(ids), max_new)
+        stop = {t for t in [self.tokenizer.eos_token_id] if t is not None}
+        outs: list[list[int]] = [[] for _ in names]
+        lanes = []
+        for name, out in zip(names, outs, strict=True):
+            s = self._sampling(do_sample, temperature, top_p, seed)
+            lanes.append(Lane(name, self._continue_lane(ids, max_new, s, stop, out), name=name))
+        return lanes, outs, ids
+
+    def compare_continue(
+        self,
+        prompt: str,
+        adapters: Sequence[str | None],
+        max_new_tokens: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> Iterator[list[tuple[str, str | None]]]:
+        """Continue one prompt with several adapters at once (one batch); after every step,
+        yields (text so far, stop reason or None) per adapter. Validated eagerly."""
+        lanes, outs, ids = self._continuation_lanes(
+            prompt, adapters, max_new_tokens, do_sample, temperature, top_p, seed
+        )
+        streams = [_TextStream(self.tokenizer, ids) for _ in lanes]
+
+        def events():
+            texts = [""] * len(lanes)
+            fed = [0] * len(lanes)
+            for _ in self._steps(lanes):
+                for i, lane in enumerate(lanes):
+                    for tok in outs[i][fed[i] :]:
+                        texts[i] += streams[i].push(tok)
+                    fed[i] = len(outs[i])
+                    if lane.done and streams[i] is not None:
+                        texts[i] += streams[i].flush()
+                        streams[i] = None
+                        if lane.error is not None:
+                            raise lane.error
+                yield [
+                    (t, lane.result if lane.done else None)
+                    for t, lane in zip(texts, lanes, strict=True)
+                ]
+
+        return events()
 
     def _continue_events(self, prompt, adapter, max_new_tokens, s) -> Iterator[tuple]:
         """Eagerly validated; yields (token id or None, text piece, stop reason or None)."""
@@ -598,14 +753,19 @@ class Engine:
         max_new = max_new_tokens or self.config.max_new_tokens
         self._check_prompt(len(ids), max_new)
         stop = {t for t in [self.tokenizer.eos_token_id] if t is not None}
+        out: list[int] = []
+        lane = Lane(name, self._continue_lane(ids, max_new, s, stop, out), name=name)
 
         def events():
             stream = _TextStream(self.tokenizer, ids)
             n = 0
-            for tok in self._causal_tokens(name, ids, max_new, s, stop):
-                n += 1
-                yield tok, stream.push(tok), None
-            yield None, stream.flush(), "max" if n == max_new else "eos"
+            for _ in self._steps([lane]):
+                for tok in out[n:]:
+                    yield tok, stream.push(tok), None
+                n = len(out)
+            if lane.error is not None:
+                raise lane.error
+            yield None, stream.flush(), lane.result
 
         return events()
 
@@ -668,6 +828,16 @@ class Engine:
         style: str | None = None,
     ) -> InfillResult:
         """The paper's baseline: the base model (adapter off) asked to fill each blank in turn."""
+        lane = self._prompted_lane(
+            text, shots, marker, max_span_tokens, do_sample, temperature, top_p, seed, style
+        )
+        return self._one(lane)
+
+    def _prompted_lane(
+        self, text, shots, marker, max_span_tokens, do_sample, temperature, top_p, seed, style
+    ) -> Lane:
+        """A prompted infill as a lane (validated now). The fixed head of its prompt (the
+        instruction and the examples) comes from the prefix cache, so only the query is encoded."""
         t0 = time.perf_counter()
         if shots not in range(len(prompts.EXAMPLES) + 1):
             raise InputError(f"shots must be 0 to {len(prompts.EXAMPLES)}, not {shots}.")
@@ -677,50 +847,140 @@ class Engine:
         tok = self.tokenizer
         stop = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
         stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
-        answers: list[str] = []
-        reasons: list[str] = []
-        n_prompt = 0
-        enc = dec = 0.0
-        for k in range(len(pieces) - 1):
-            query = prompts.render_query(pieces, answers, k)
-            ids = tok(prompts.build_prompt(query, shots, tok, style), add_special_tokens=False)
-            ids = ids.input_ids
-            self._check_prompt(len(ids), limit)
-            n_prompt = max(n_prompt, len(ids))
-            out, reason, first, rest = self._answer(ids, limit, s, stop)
-            enc, dec = enc + first, dec + rest
-            answers.append(prompts.parse_answer(out, pieces[k], pieces[k + 1]))
-            reasons.append(reason)
-        stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
-        gaps = [p[len(q) :] for p, q in zip(pieces[:-1], stripped, strict=False)]
-        filled, offsets = assemble(stripped, gaps, answers)
-        spans = [
-            FilledSpan(a, self._encode(a) if a else [], x, y, r)
-            for a, (x, y), r in zip(answers, offsets, reasons, strict=True)
-        ]
+        prefix = self.prompt_prefix(shots, style)
         system = {0: "zero-shot", 5: "five-shot"}.get(shots, f"{shots}-shot")
-        seconds = time.perf_counter() - t0
-        return InfillResult(text, filled, spans, system, BASE, n_prompt, seconds, enc, dec, s.seed)
+        lane = Lane(BASE, None, prefix, name=system)
 
-    def _answer(self, ids: list[int], limit: int, s: _Sampling, stop: set[int]) -> tuple:
-        """Generate an answer until a stop token or a line break -> (text, reason, times)."""
-        t0 = time.perf_counter()
-        first = 0.0
+        def steps():
+            answers: list[str] = []
+            reasons: list[str] = []
+            n_prompt = 0
+            n_keys = len(prefix)
+            for k in range(len(pieces) - 1):
+                query = prompts.render_query(pieces, answers, k)
+                ids = tok(prompts.build_prompt(query, shots, tok, style), add_special_tokens=False)
+                ids = ids.input_ids
+                self._check_prompt(len(ids), limit)
+                n_prompt = max(n_prompt, len(ids))
+                # reuse the cached head where the tokens agree (at least one token is fed)
+                common = min(_common_length(prefix.ids, ids), len(ids) - 1)
+                visible = [i < common for i in range(n_keys)]  # earlier blanks' keys: hidden
+                new = ids[common:]
+                logits = yield Feed(
+                    new,
+                    list(range(common, len(ids))),
+                    causal_see(visible, len(new)),
+                    [len(new) - 1],
+                )
+                n_keys += len(new)
+                visible += [True] * len(new)
+                out, reason = yield from self._answer_steps(
+                    logits, len(ids), limit, s, stop, visible
+                )
+                n_keys = len(visible)
+                answers.append(prompts.parse_answer(out, pieces[k], pieces[k + 1]))
+                reasons.append(reason)
+            stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
+            gaps = [p[len(q) :] for p, q in zip(pieces[:-1], stripped, strict=False)]
+            filled, offsets = assemble(stripped, gaps, answers)
+            spans = [
+                FilledSpan(a, self._encode(a) if a else [], x, y, r)
+                for a, (x, y), r in zip(answers, offsets, reasons, strict=True)
+            ]
+            seconds = time.perf_counter() - t0
+            enc = lane.first_logits or 0.0
+            return InfillResult(
+                text, filled, spans, system, BASE, n_prompt, seconds, enc, seconds - enc, s.seed
+            )
+
+        lane.steps = steps()
+        return lane
+
+    def _answer_steps(
+        self, logits, pos: int, limit: int, s: _Sampling, stop: set[int], visible: list[bool]
+    ) -> Generator:
+        """Generate an answer until a stop token or a line break -> (text, reason).
+
+        visible: the lane's keys this answer may attend to (grown in place)."""
         out: list[int] = []
-        reason = "max"
-        for tok in self._causal_tokens(BASE, ids, limit, s, stop):
-            first = first or time.perf_counter() - t0
-            piece = self.tokenizer.decode([tok])
-            if not out and not piece.strip():
-                continue  # leading blank lines or spaces: the answer has not started yet
-            if "\n" in piece:
-                reason = "end"
+        count = 0
+        reason = None
+        while True:
+            tok = int(_sample(logits, s)[0])
+            if tok in stop:
                 break
-            out.append(tok)
-        else:
+            count += 1
+            piece = self.tokenizer.decode([tok])
+            # leading blank lines or spaces: the answer has not started yet
+            if out or piece.strip():
+                if "\n" in piece:
+                    reason = "end"
+                    break
+                out.append(tok)
+            if count >= limit:
+                break
+            logits = yield Feed([tok], [pos], causal_see(visible, 1), [0])
+            visible.append(True)
+            pos += 1
+        if reason is None:
             reason = "end" if len(out) < limit else "max"
-        rest = time.perf_counter() - t0 - first
-        return self.tokenizer.decode(out), reason, first, rest
+        return self.tokenizer.decode(out), reason
+
+    def prompt_prefix(self, shots: int, style: str | None = None) -> Prefix:
+        """The KV of the fixed head of the prompted baseline's prompt (instruction, examples),
+        computed once per (shots, style) with the adapter off; requests reuse it."""
+        style = style or prompts.default_style(self.tokenizer)
+        key = (shots, style)
+        with self._lock:
+            if key not in self._prefixes:
+                heads = [
+                    self.tokenizer(
+                        prompts.build_prompt(q, shots, self.tokenizer, style),
+                        add_special_tokens=False,
+                    ).input_ids
+                    for q in ("A ___ B.", "Zebra ___ quilt?")  # the head is what they share
+                ]
+                ids = heads[0][: _common_length(*heads)]
+                cache = self._new_cache()
+                if ids:
+                    t = self._tensor([ids])
+                    with self.using(BASE):
+                        self._hidden(t, None, None, cache)
+                keys = [layer.keys for layer in cache.layers] if ids else []
+                values = [layer.values for layer in cache.layers] if ids else []
+                self._prefixes[key] = Prefix(tuple(ids), keys, values)
+            return self._prefixes[key]
+
+    def compare_infill(
+        self,
+        text: str,
+        systems: Sequence[str],
+        marker: str = DEFAULT_MARKER,
+        max_span_tokens: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list:
+        """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
+        infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
+        prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
+        Input errors common to all (no blank, empty text) are raised."""
+        lanes = []
+        for system in systems:
+            args = (do_sample, temperature, top_p, seed)
+            if system.endswith("-shot"):
+                shots = {"zero": 0, "five": 5}.get(system[:-5])
+                shots = int(system[:-5]) if shots is None and system[:-5].isdigit() else shots
+                if shots is None:
+                    raise InputError(f"Unknown system {system!r}; say e.g. 'five-shot'.")
+                lane = self._prompted_lane(text, shots, marker, max_span_tokens, *args, None)
+            else:
+                lane = self._infill_lane(
+                    text, system, marker, max_span_tokens, None, *args, system=system
+                )
+            lanes.append(lane)
+        return self._run(lanes)
 
     # ------------------------------------------------------------ embeddings
 

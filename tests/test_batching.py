@@ -1,0 +1,134 @@
+"""Side-by-side systems in one batch (magnet_model/batching.py and the engine's lanes) on a tiny
+random Llama: a batched comparison equals the separate calls, mixed adapters per row, the
+prompt-head cache equals encoding the whole prompt, one failing system does not stop others."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_engine import TEXT, ids_of, loaded, metas, peft_model
+from tiny_models import make_tiny_tokenizer
+
+from magnet_model import prompts
+from magnet_model.batching import Feed, Lane, causal_see
+from magnet_model.engine import BASE, Engine, EngineConfig, InputTooLongError, _common_length
+from magnet_model.errors import MagnetError
+
+SYSTEMS = ["magnet", "zero-shot", "five-shot"]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return make_tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def engine(tok):
+    return Engine(loaded(peft_model(tok), tok), metas=metas(tok))
+
+
+def separate(engine, text, **kw):
+    return [
+        engine.infill(text, adapter="magnet", **kw),
+        engine.infill_prompted(text, shots=0, **kw),
+        engine.infill_prompted(text, shots=5, **kw),
+    ]
+
+
+@pytest.mark.parametrize("text", [TEXT, "the dog [blank] in the river ."])
+def test_compare_infill_equals_separate_calls(engine, text):
+    together = engine.compare_infill(text, SYSTEMS, max_span_tokens=4)
+    alone = separate(engine, text, max_span_tokens=4)
+    for a, b in zip(together, alone, strict=True):
+        assert (a.system, a.adapter) == (b.system, b.adapter)
+        assert ids_of(a) == ids_of(b) and a.filled == b.filled
+        assert [s.end_reason for s in a.spans] == [s.end_reason for s in b.spans]
+
+
+def test_compare_infill_when_sampling_equals_separate_seeded_calls(engine):
+    kw = dict(max_span_tokens=4, do_sample=True, temperature=1.5, seed=7)
+    together = engine.compare_infill(TEXT, SYSTEMS, **kw)
+    alone = separate(engine, TEXT, **kw)
+    assert [ids_of(r) for r in together] == [ids_of(r) for r in alone]
+    assert all(r.seed == 7 for r in together)
+
+
+def test_comparison_shares_forwards(engine, monkeypatch):
+    """One forward per step serves every system: fewer forwards than the calls in turn."""
+    calls = []
+    inner = engine._hidden
+
+    def counting(ids, *args, **kwargs):
+        calls.append(ids.shape[0])
+        return inner(ids, *args, **kwargs)
+
+    engine.prompt_prefix(0), engine.prompt_prefix(5)  # prompt heads cached beforehand
+    monkeypatch.setattr(engine, "_hidden", counting)
+    separate(engine, TEXT, max_span_tokens=4)
+    n_separate = len(calls)
+    calls.clear()
+    engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
+    assert len(calls) < n_separate * 0.6
+    assert max(calls) == 3  # the three systems were rows of one batch
+
+
+def test_compare_continue_mixes_adapters_per_row(engine):
+    """base, magnet and llm2vec decode as rows of one batch, each with its own adapter."""
+    adapters = [BASE, "magnet", "llm2vec"]
+    prompt = "the cat sat on the"
+    last = list(engine.compare_continue(prompt, adapters, max_new_tokens=8))[-1]
+    alone = ["".join(engine.continue_text(prompt, adapter=a, max_new_tokens=8)) for a in adapters]
+    assert [text for text, _ in last] == alone
+    assert all(reason in ("max", "eos") for _, reason in last)
+    assert len(set(alone)) > 1  # the adapters really differ, so mixing rows would show
+
+
+def test_prompt_head_cache_equals_encoding_the_whole_prompt(engine, tok):
+    prefix = engine.prompt_prefix(5)
+    query = prompts.render_query(["the cat ", " on the mat ."], [], 0)
+    ids = tok(prompts.build_prompt(query, 5, tok), add_special_tokens=False).input_ids
+    p = _common_length(prefix.ids, ids)  # the tiny vocabulary may share more than the head
+    assert 100 < p < len(ids) and p >= len(prefix) - 8
+
+    def one_feed(feed):
+        logits = yield feed
+        return logits
+
+    n = len(ids)
+    whole = Lane(BASE, one_feed(Feed(ids, list(range(n)), causal_see(0, n), [n - 1])))
+    visible = [i < p for i in range(len(prefix))]
+    tail = Feed(ids[p:], list(range(p, n)), causal_see(visible, n - p), [n - p - 1])
+    cached = Lane(BASE, one_feed(tail), prefix)
+    short = Lane("magnet", one_feed(Feed(ids[:5], list(range(5)), causal_see(0, 5), [4])))
+    a, b, _ = engine._run([whole, cached, short])  # padded rows, one with a prefix
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    (alone,) = engine._run([Lane(BASE, one_feed(tail), prefix)])
+    torch.testing.assert_close(alone, b, atol=1e-4, rtol=1e-4)
+
+
+def test_prompted_infill_feeds_only_the_query(engine, monkeypatch):
+    engine.prompt_prefix(5)
+    fed = []
+    inner = engine._hidden
+
+    def counting(ids, *args, **kwargs):
+        fed.append(ids.shape[1])
+        return inner(ids, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_hidden", counting)
+    engine.infill_prompted("the dog [blank] in the river .", shots=5, max_span_tokens=2)
+    assert fed[0] < len(engine.prompt_prefix(5)) / 2
+
+
+def test_a_failing_system_does_not_stop_the_others(tok):
+    eng = Engine(loaded(peft_model(tok), tok), EngineConfig(max_input_tokens=120), metas(tok))
+    magnet, zero, five = eng.compare_infill("the dog [blank] in the river .", SYSTEMS)
+    assert isinstance(five, InputTooLongError) and isinstance(five, MagnetError)
+    assert magnet.spans and zero.spans
+    with pytest.raises(InputTooLongError):
+        eng.infill_prompted("the dog [blank] in the river .", shots=5)
+
+
+def test_compare_infill_rejects_unknown_systems(engine):
+    with pytest.raises(MagnetError):
+        engine.compare_infill(TEXT, ["magnet", "seven-dwarfs"])
