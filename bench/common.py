@@ -71,15 +71,16 @@ def timed(fn: Callable[[], object], repeat: int = 3, warmup: int = 1) -> float:
 
 
 def copy_bandwidth(mbytes: int = 512, repeat: int = 5) -> float:
-    """Bytes/s of a large tensor copy, counting the bytes read (what decoding needs: weights
-    are read, not written). Same convention as weight bytes per token in the decoding bound."""
+    """Bytes/s moved by a large tensor copy, counted as STREAM's Copy counts them: bytes read
+    plus bytes written. Decoding at batch 1 only reads weights; a read-only stream runs at about
+    this rate, so weight bytes per token / this is the time a token cannot beat."""
     import torch
 
     n = mbytes * 2**20 // 4
     src = torch.ones(n, dtype=torch.float32)
     dst = torch.empty_like(src)
     seconds = timed(lambda: dst.copy_(src), repeat=repeat)
-    return n * 4 / seconds
+    return 2 * n * 4 / seconds
 
 
 def matmul_flops(n: int = 2048, dtype=None, repeat: int = 5) -> float:

@@ -1,0 +1,143 @@
+"""Decoding at batch 1 against the memory-bandwidth bound, and the cached infill against the
+reference that re-encodes everything (issue 7, items 1 and 2).
+
+    python bench/bench_decode.py [--quick] [--threads N] [--repeat 3]
+
+1. Tokens/s of a continuation (64 new tokens) and of an infill span (a fixed 32-token span in a
+   ~256-token context), base model and the MAGNET adapter. The bound: at batch 1 every token
+   reads every weight once (the tied embedding matrix as LM head included; the input embedding
+   is a row lookup) plus the KV cache, so tokens/s <= copy bandwidth / bytes read per token,
+   the bandwidth measured in this run (bench.common.copy_bandwidth, STREAM's Copy convention).
+2. The same infill with the reference path (the whole layout re-encoded for every new token):
+   speed-up of the cached path, and whether both produce identical tokens.
+
+Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import Row, copy_bandwidth, write_report
+
+from magnet_model.data import wikipedia_paragraphs
+from magnet_model.engine import Engine
+from magnet_model.settings import ModelSpec
+
+
+def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
+    """Weights read by one decoding step (+ the KV cache of `context` tokens)."""
+    lm = engine._lm
+    embed = lm.get_input_embeddings().weight
+    head = lm.get_output_embeddings().weight
+    seen, total = set(), 0
+    for name, p in lm.named_parameters():
+        if id(p) in seen or "lora_" in name:
+            continue
+        seen.add(id(p))
+        if p is embed and p is not head:
+            total += p[0].nbytes  # untied input embedding: one row per token
+        else:
+            total += p.nbytes
+    if adapter not in (None, "base"):
+        total += sum(p.nbytes for n, p in lm.named_parameters() if f".{adapter}." in n)
+    cfg = lm.config
+    heads = getattr(cfg, "num_key_value_heads", cfg.num_attention_heads)
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv = 2 * cfg.num_hidden_layers * heads * dim * engine.dtype.itemsize * context
+    return total + kv
+
+
+def infill_context(n_words: int = 190) -> str:
+    """About 256 tokens of held-out Wikipedia with one blank in the middle."""
+    words = " ".join(wikipedia_paragraphs("heldout")[:4]).split()[:n_words]
+    half = len(words) // 2
+    return " ".join(words[:half]) + " [blank] " + " ".join(words[half:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short outputs, one repeat")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best is kept)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch)")
+    parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    repeat = 1 if args.quick else args.repeat
+    new_tokens, span = (16, 8) if args.quick else (64, 32)
+    engine = Engine.from_spec(ModelSpec.from_env())
+    bandwidth = copy_bandwidth()
+    text = infill_context()
+    prompt = " ".join(text.split()[:40])
+    engine.generate(prompt, max_new_tokens=4)  # warm-up
+    rows: list[Row] = []
+    extra: dict = {"bandwidth_GBps": bandwidth / 1e9}
+    for adapter in [None, "magnet"]:
+        if adapter and adapter not in engine.adapter_names:
+            continue
+        label = adapter or "base"
+        runs = [
+            engine.generate(prompt, adapter=adapter, max_new_tokens=new_tokens)
+            for _ in range(repeat)
+        ]
+        c = max(runs, key=lambda r: r.tokens_per_second)
+        ctx = c.prompt_tokens + len(c.token_ids) // 2
+        bound = bandwidth / bytes_per_token(engine, adapter, ctx)
+        rows.append(
+            Row(
+                f"continuation tokens/s, {label}",
+                c.tokens_per_second,
+                "tok/s",
+                bound,
+                "bandwidth bound",
+                ">= 0.6",
+                f"{len(c.token_ids)} tokens",
+            )
+        )
+        fills = [engine.infill(text, adapter=adapter, fixed_lengths=span) for _ in range(repeat)]
+        r = max(fills, key=lambda r: r.tokens_per_second)
+        bound = bandwidth / bytes_per_token(engine, adapter, r.context_tokens + span // 2)
+        rows.append(
+            Row(
+                f"infill span tokens/s, {label}",
+                r.tokens_per_second,
+                "tok/s",
+                bound,
+                "bandwidth bound",
+                ">= 0.6",
+                f"{span}-token span, {r.context_tokens}-token context",
+            )
+        )
+        extra[f"bytes_per_token_{label}"] = bytes_per_token(engine, adapter, 0)
+    if "magnet" in engine.adapter_names:
+        t = time.perf_counter()
+        cached = engine.infill(text, adapter="magnet", fixed_lengths=span)
+        cached_s = time.perf_counter() - t
+        t = time.perf_counter()
+        slow = engine.infill_reference(text, adapter="magnet", fixed_lengths=span)
+        slow_s = time.perf_counter() - t
+        same = [s.token_ids for s in cached.spans] == [s.token_ids for s in slow.spans]
+        rows.append(
+            Row(
+                "infill speed-up of the KV cache",
+                slow_s,
+                "s",
+                cached_s,
+                "cached infill",
+                ">= 5",
+                f"reference re-encodes; {cached.context_tokens}-token context, "
+                f"{span}-token span; identical tokens: {'yes' if same else 'NO'}",
+            )
+        )
+        extra["cached_equals_reference"] = same
+    name = args.out or ("decode-quick" if args.quick else "decode")
+    write_report(name, rows, extra, engine.device, engine.dtype)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
