@@ -2,7 +2,7 @@
 
     python bench/bench_search.py            # 10k, 100k, 1M  -> bench/results/search.json
     python bench/bench_search.py --quick    # 10k, 100k      -> bench/results/search_quick.json
-    options: --sizes 10000 100000 --queries 200 --baseline-queries 30 --threads 2
+    options: --sizes 10000 100000 --queries 200 --baseline-queries 50 --threads 2
 
 For each size n it builds magnet_model.vector_index.VectorIndex (exact up to
 EXACT_MAX_VECTORS, an IVF index above, nprobe calibrated at build time) and measures, in the
