@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, MagnetError
+from .vector_index import VectorIndex
 
 # The default corpus: held-out Wikipedia passages, small enough that embedding it with the three
 # LLM systems takes about 2 minutes on a 2-core CPU (once; then the disk cache answers).
@@ -247,13 +248,19 @@ def corpus_vectors(
     return vecs
 
 
-def top_k(query: np.ndarray, vectors: np.ndarray, corpus: Corpus, k: int = 5) -> list[Hit]:
-    """The k passages with the highest cosine similarity (vectors are normalised)."""
-    if vectors.shape[0] == 0:
-        raise MagnetError("The corpus is empty.")
-    scores = vectors @ query.astype(np.float32)
-    order = np.argsort(-scores, kind="stable")[: max(1, k)]
-    return [Hit(r, int(i), float(scores[i]), corpus.passages[i]) for r, i in enumerate(order, 1)]
+def top_k(query: np.ndarray, vectors, corpus: Corpus, k: int = 5) -> list[Hit]:
+    """The k passages with the highest cosine similarity (vectors are normalised).
+
+    vectors: the (n, d) array of the corpus (searched exactly up to EXACT_MAX_VECTORS, which
+    covers every corpus the app accepts) or a VectorIndex built once over a large collection."""
+    index = vectors if isinstance(vectors, VectorIndex) else VectorIndex(vectors)
+    if len(index) != len(corpus):
+        raise MagnetError(f"There are {len(index)} vectors for {len(corpus)} passages.")
+    scores, ids = index.search(query, max(1, k))
+    return [
+        Hit(r, int(i), float(s), corpus.passages[i])
+        for r, (s, i) in enumerate(zip(scores[0], ids[0], strict=True), 1)
+    ]
 
 
 def overlap(a: Sequence[Hit], b: Sequence[Hit]) -> int:
