@@ -49,6 +49,18 @@ def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
     return total + kv
 
 
+def gemv_bandwidth(mbytes: int = 256, repeat: int = 5) -> float:
+    """Bytes/s of weights read by torch's own matrix-vector product (the BLAS this machine's
+    torch uses) on one large matrix: the ceiling any batch-1 decoder built on it can reach."""
+    import torch
+    from common import timed
+
+    cols = 4096
+    w = torch.randn(mbytes * 2**20 // 4 // cols, cols)
+    x = torch.randn(1, cols)
+    return w.nbytes / timed(lambda: torch.nn.functional.linear(x, w), repeat=repeat)
+
+
 def infill_context(n_words: int = 190) -> str:
     """About 256 tokens of held-out Wikipedia with one blank in the middle."""
     words = " ".join(wikipedia_paragraphs("heldout")[:4]).split()[:n_words]
@@ -71,11 +83,23 @@ def main(argv: list[str] | None = None) -> int:
     new_tokens, span = (16, 8) if args.quick else (64, 32)
     engine = Engine.from_spec(ModelSpec.from_env())
     bandwidth = copy_bandwidth()
+    gemv = gemv_bandwidth()
     text = infill_context()
     prompt = " ".join(text.split()[:40])
     engine.generate(prompt, max_new_tokens=4)  # warm-up
     rows: list[Row] = []
-    extra: dict = {"bandwidth_GBps": bandwidth / 1e9}
+    extra: dict = {"bandwidth_GBps": bandwidth / 1e9, "gemv_GBps": gemv / 1e9}
+    rows.append(
+        Row(
+            "BLAS matrix-vector product, 256 MB fp32 matrix",
+            gemv / 1e9,
+            "GB/s",
+            bandwidth / 1e9,
+            "copy bandwidth",
+            "",
+            "the ceiling of batch-1 decoding here",
+        )
+    )
     for adapter in [None, "magnet"]:
         if adapter and adapter not in engine.adapter_names:
             continue
