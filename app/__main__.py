@@ -1,5 +1,9 @@
 import sys
 
-from app.main import main
+from app.settings import server_process_env
+
+server_process_env()  # before torch (imported by app.main) reads its OpenMP settings
+
+from app.main import main  # noqa: E402
 
 sys.exit(main())

@@ -7,9 +7,22 @@ magnet_model.settings, the database (MAGNET_DB_URL / MAGNET_DB_PATH) by annotati
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
 from magnet_model.errors import ConfigError
+
+# OpenMP's idle threads spin after every parallel region (each matmul of a decoding step) and
+# so hold the cores the rating and page requests need while a generation runs; PASSIVE makes
+# them sleep instead. Read once when torch loads OpenMP, so it is set before torch is imported.
+SERVER_ENV_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def server_process_env(environ: MutableMapping[str, str] | None = None) -> None:
+    """Defaults for the serving process; a value the user set (even empty) is kept."""
+    environ = os.environ if environ is None else environ
+    for name, value in SERVER_ENV_DEFAULTS.items():
+        environ.setdefault(name, value)
 
 
 def _int(name: str, default: int, lo: int, hi: int) -> int:
