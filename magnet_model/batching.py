@@ -68,6 +68,7 @@ class Lane:
     error: MagnetError | None = None
     done: bool = False
     columns: list[int] = field(default_factory=list)  # global cache column of each local key
+    filler: bool = False  # a padding row (see run_lanes' pad_rows)
 
 
 def causal_see(n_old_visible: Sequence[bool] | int, n_new: int) -> torch.Tensor:
@@ -95,10 +96,15 @@ def run_lanes(
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
+    pad_rows: int = 0,
+    base_adapter: str = "base",
 ) -> Iterator[list[Lane]]:
     """Step all lanes together; yields the lanes after every step (for streaming).
 
     A MagnetError raised inside a lane ends that lane only (lane.error); the others go on.
+    pad_rows: while 2 or more lanes run, fill the batch up to this many rows with padding rows
+    (MKL's fp32 product of 2 or 3 rows costs more than of 4 on the CPUs measured in
+    bench/bench_side_by_side.py; 0 = never).
     """
     cache = new_cache()
     t0 = time.perf_counter()
@@ -109,14 +115,22 @@ def run_lanes(
             lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
             _advance(lane, feeds, None)
         live = [lane for lane in lanes if not lane.done]
+        if 1 < len(live) < pad_rows:
+            same = len({lane.adapter for lane in live}) == 1
+            adapter = live[0].adapter if same else base_adapter  # never turn on a mixed batch
+            for _ in range(pad_rows - len(live)):
+                live.append(Lane(adapter, _filler(pad_id), filler=True))
+                _advance(live[-1], feeds, None)
         width = _load_prefixes(cache, live, dtype, device)
-    while live:
+    while any(not lane.filler for lane in live):
         with torch.inference_mode():
-            live, width = _step(live, feeds, cache, width, forward, head, pad_id, dtype, device)
+            live, width = _step(
+                live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows
+            )
         yield lanes
 
 
-def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device) -> tuple:
+def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows) -> tuple:
     """One batched forward for every live lane; returns the lanes still live, the new width."""
     q = max(len(feeds[id(lane)].ids) for lane in live)
     b = len(live)
@@ -137,18 +151,31 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device) -> tu
     hidden = forward(ids.to(device), pos.to(device), mask[:, None].to(device), cache, adapters)
     rows = [r for r, lane in enumerate(live) for _ in feeds[id(lane)].want]
     cols = [c for lane in live for c in feeds[id(lane)].want]
-    logits = head(hidden[rows, cols]).float() if rows else None
+    n_want = len(rows)
+    if 1 < n_want < pad_rows:  # the LM head is the largest matrix: same padding
+        rows, cols = rows + [rows[0]] * (pad_rows - n_want), cols + [cols[0]] * (pad_rows - n_want)
+    logits = head(hidden[rows, cols])[:n_want].float() if rows else None
     at = 0
     for lane in live:
         n = len(feeds[id(lane)].want)
         _advance(lane, feeds, logits[at : at + n] if n else None)
         at += n
     keep = [r for r, lane in enumerate(live) if not lane.done]
+    if sum(not live[r].filler for r in keep) <= 1:  # one lane left: padding rows only cost
+        keep = [r for r in keep if not live[r].filler]
     if 0 < len(keep) < len(live):
         index = torch.tensor(keep, device=device)
         for layer in cache.layers:  # DynamicLayer.batch_select_indices: drop finished rows
             layer.batch_select_indices(index)
     return [live[r] for r in keep], width + q
+
+
+def _filler(pad_id: int):
+    """A padding row: one pad token per step that attends to itself only."""
+    k = 0
+    while True:
+        yield Feed([pad_id], [0], causal_see([False] * k, 1), [])
+        k += 1
 
 
 def _advance(lane: Lane, feeds: dict, logits) -> None:
