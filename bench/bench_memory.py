@@ -88,8 +88,8 @@ def child(mode: str, quick: bool) -> dict:
     minilm.encode(["A sentence to load the encoder."])
     stages["sentence encoder"] = rss_bytes()
     lora = [p for n, p in engine._lm.named_parameters() if "lora_" in n]
-    _, lora_bytes = file_backed_bytes(lora)
-    _, minilm_bytes = file_backed_bytes(list(minilm._load().parameters()))
+    lora_bytes = sum(file_backed_bytes(lora))  # MiniLM is memory-mapped too: count both kinds
+    minilm_bytes = sum(file_backed_bytes(list(minilm._load().parameters())))
     tmp = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     store = AnnotationStore(path=tmp / "db.sqlite3")
     app = MagnetApp(engine, store, AppSettings.from_env(), tmp / "cache", {}, minilm=minilm)
