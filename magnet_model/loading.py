@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import assets
 from .errors import ModelLoadError
+from .memory import release_free_memory
 from .settings import EMBEDDED, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,11 @@ def dequantize_embedded(cache_dir: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # The float copy built here is garbage now; without handing it back, glibc keeps its
+    # pages and the serving process carries a second copy of the weights for its whole life
+    # (the served copy is the cached file, memory-mapped by load_base).
+    del model, tokenizer
+    release_free_memory()
     return target
 
 
