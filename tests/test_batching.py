@@ -69,7 +69,18 @@ def test_comparison_shares_forwards(engine, monkeypatch):
     calls.clear()
     engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
     assert len(calls) < n_separate * 0.6
-    assert max(calls) == 3  # the three systems were rows of one batch
+    assert max(calls) == 4  # the three systems were rows of one batch, padded to 4 on CPU
+
+
+def test_padding_rows_change_nothing(tok, engine):
+    unpadded = Engine(loaded(peft_model(tok), tok), EngineConfig(pad_rows=0), metas(tok))
+    a = engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
+    b = unpadded.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
+    assert [ids_of(r) for r in a] == [ids_of(r) for r in b]
+    adapters = [BASE, "magnet", "llm2vec"]
+    a = list(engine.compare_continue("the cat", adapters, max_new_tokens=6))[-1]
+    b = list(unpadded.compare_continue("the cat", adapters, max_new_tokens=6))[-1]
+    assert a == b
 
 
 def test_compare_continue_mixes_adapters_per_row(engine):
