@@ -137,6 +137,19 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         extra[f"bytes_per_token_{label}"] = bytes_per_token(engine, adapter, 0)
+        if adapter is None:  # how close the model comes to what the BLAS allows
+            ceiling = gemv / bytes_per_token(engine, adapter, ctx)
+            rows.append(
+                Row(
+                    "continuation tokens/s, base, vs the BLAS ceiling",
+                    c.tokens_per_second,
+                    "tok/s",
+                    ceiling,
+                    "matrix-vector ceiling",
+                    "",
+                    "the rest is per-operation overhead (norms, attention, dispatch)",
+                )
+            )
     if "magnet" in engine.adapter_names:
         t = time.perf_counter()
         cached = engine.infill(text, adapter="magnet", fixed_lengths=span)
