@@ -330,6 +330,7 @@ class Engine:
         self._metas.update(metas or {})
         self._default_roles: TokenRoles | None = None
         self._prefixes: dict[tuple, Prefix] = {}  # prompt heads of the prompted baselines
+        self._row_loras: dict[tuple, _RowLora | None] = {}  # stacked LoRA for mixed batches
         cap = getattr(self._lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
 
@@ -639,11 +640,26 @@ class Engine:
     # ------------------------------------------------------------ lanes: one batch, many jobs
 
     def _forward_rows(self, ids, positions, mask, cache, adapters: list[str]) -> torch.Tensor:
-        """Hidden states of a batch whose rows may use different adapters (peft mixed batch)."""
+        """Hidden states of a batch whose rows may use different adapters.
+
+        Every LoRA layer adds (x A_cat^T * row mask) B_cat^T, the adapters' A and B stacked
+        once per set of adapters (_RowLora): 3 small products per layer whatever the number of
+        adapters, the scale folded into A and B's product added in place; peft's own
+        mixed batch (`adapter_names=`) indexes each adapter's rows in and out of every layer,
+        which cost more than the decoding step itself. Falls back to peft's path where a layer
+        is not plain LoRA (DoRA, dropout in training...)."""
         with self._lock, torch.inference_mode():
-            if len(set(adapters)) == 1 or self._peft is None:
+            if set(adapters) == {BASE} or self._peft is None:
+                self._switch(BASE)
+                return self._hidden(ids, mask, positions, cache)
+            rows = self._row_lora(adapters)
+            if rows is None and len(set(adapters)) == 1:
                 self._switch(adapters[0])
                 return self._hidden(ids, mask, positions, cache)
+            if rows is not None:
+                self._switch(BASE)  # peft's layers off; the stacked LoRA is added instead
+                with rows.patched(adapters, self.dtype, self.device):
+                    return self._hidden(ids, mask, positions, cache)
             lora = self._peft.base_model
             if self._layers_on is not True:
                 lora.enable_adapter_layers()
@@ -654,6 +670,13 @@ class Engine:
             # entered around the decoder alone so no logits are computed for every position
             with lora._enable_peft_forward_hooks(adapter_names=names):
                 return self._hidden(ids, mask, positions, cache)
+
+    def _row_lora(self, adapters: list[str]) -> _RowLora | None:
+        names = tuple(sorted({a for a in adapters if a != BASE}))
+        if names not in self._row_loras:
+            self._row_loras.clear()  # one set of stacks at a time (they copy LoRA weights)
+            self._row_loras[names] = _RowLora.build(self._peft, names)
+        return self._row_loras[names]
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -1073,7 +1096,7 @@ class Engine:
         what it would get alone in a row; the padding that would have filled the row is real
         work instead. Causal rows of one sentence need no mask (right padding: a real token
         never sees a later pad; sdpa's causal kernel then also runs grouped-query attention
-        without copying keys and values per head). LoRA runs fused (see _fused_lora)."""
+        without copying keys and values per head). LoRA runs fused (see _RowLora)."""
         if plan.mode not in ("causal", "bidirectional"):
             raise ValueError(
                 f"sentence embeddings need causal or bidirectional attention, not {plan.mode!r}"
@@ -1098,8 +1121,7 @@ class Engine:
         else:
             allowed = _packed_allowed(self._tensor(segments), plan.mode == "causal")
             mask, pos_ids = additive(allowed, self.dtype), self._tensor(positions)
-        with self.using(name), _fused_lora(self._peft, name):
-            h = self._hidden(ids, mask, pos_ids)
+        h = self._forward_rows(ids, pos_ids, mask, None, [name] * len(packed))
         if plan.pooling == "last":
             rows, cols = (
                 self._tensor([r for r, _, _ in spans]),
@@ -1175,50 +1197,77 @@ def _packed_allowed(segments: torch.Tensor, causal: bool) -> torch.Tensor:
     return (allowed | ((q == 0) & eye))[:, None]
 
 
-def _fusable(module, name: str) -> bool:
+class _RowLora:
+    """The LoRA of several adapters stacked per layer, for batches whose rows use different
+    adapters (or none): y = W x + ((x A^T) * m) B^T with A = [s_1 A_1; s_2 A_2; ...] and
+    B = [B_1, B_2, ...]; m keeps, for each row, the rank block of that row's adapter only."""
+
+    def __init__(self, layers: list[tuple], names: tuple[str, ...]):
+        self.layers = layers  # (module, names present, stacked A (R, in), stacked B^T (R, out))
+        self.names = names
+
+    @classmethod
+    def build(cls, peft_model, names: tuple[str, ...]) -> _RowLora | None:
+        from peft.tuners.lora import Linear as LoraLinear
+        from peft.tuners.lora import LoraLayer
+
+        layers = []
+        for module in peft_model.modules():
+            if not isinstance(module, LoraLayer):
+                continue
+            present = tuple(n for n in names if n in module.lora_A)
+            if not present:
+                continue
+            if not isinstance(module, LoraLinear) or not all(
+                _fusable(module, n, enabled=False) for n in present
+            ):
+                return None  # not plain LoRA: peft's own mixed batch handles it
+            a = torch.cat([module.lora_A[n].weight * module.scaling[n] for n in present])
+            b = torch.cat([module.lora_B[n].weight.t() for n in present])
+            layers.append((module, present, a, b))
+        return cls(layers, names)
+
+    @contextlib.contextmanager
+    def patched(self, adapters: list[str], dtype, device):
+        """While open, the LoRA layers add the stacked LoRA of each row's adapter."""
+        masks: dict[tuple, torch.Tensor] = {}
+        for module, present, a, b in self.layers:
+            if present not in masks:
+                cols = [
+                    torch.tensor([[float(row == n)] * module.r[n] for n in present]).flatten()
+                    for row in adapters
+                ]
+                masks[present] = torch.stack(cols)[:, None, :].to(device=device, dtype=dtype)
+            module.forward = functools.partial(_rows_lora_forward, module, a, b, masks[present])
+        try:
+            yield
+        finally:
+            for module, *_ in self.layers:
+                del module.forward  # back to the class's forward
+
+
+def _rows_lora_forward(module, a, b, mask, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    out = module.base_layer(x, *args, **kwargs)
+    h = torch.nn.functional.linear(x, a) * mask  # (batch, seq, R): each row its own block
+    flat = out.view(-1, out.shape[-1])
+    flat.addmm_(h.view(-1, h.shape[-1]), b)
+    return out
+
+
+def _fusable(module, name: str, enabled: bool = True) -> bool:
     """A plain unmerged LoRA Linear with adapter `name` (no DoRA or other variant, no bias on
-    B, no dropout in effect): the case _lora_forward computes exactly."""
+    B, no dropout in effect): the case _lora_forward computes exactly. enabled=False: whether
+    peft's adapter layers are on does not matter (_RowLora switches them off itself)."""
     if name not in module.lora_A or name not in module.lora_B:
         return False
     return (
         not module.merged
-        and not module.disable_adapters
+        and (not enabled or not module.disable_adapters)
         and not module.training
         and name not in getattr(module, "lora_variant", {})
         and module.lora_B[name].bias is None
         and module.lora_A[name].weight.dtype == module.base_layer.weight.dtype
     )
-
-
-def _lora_forward(module, name: str, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-    """peft's unmerged LoRA, y = W x + s * B (A x), in one pass over y: the scale goes on the
-    r-wide A x, and B's product is added in place (addmm_) into W x. peft instead scales
-    the full-width B (A x) and adds it into a new tensor: two more passes over y and an
-    allocation per layer, which cost more than the rank-r products themselves."""
-    out = module.base_layer(x, *args, **kwargs)
-    a = torch.nn.functional.linear(x, module.lora_A[name].weight) * module.scaling[name]
-    flat = out.view(-1, out.shape[-1])
-    flat.addmm_(a.view(-1, a.shape[-1]), module.lora_B[name].weight.t())
-    return out
-
-
-@contextlib.contextmanager
-def _fused_lora(peft_model, name: str):
-    """While open, the LoRA layers of adapter `name` run _lora_forward (base weights and
-    adapter weights untouched: nothing is merged). Use under the engine lock only."""
-    patched = []
-    if peft_model is not None and name != BASE:
-        from peft.tuners.lora import Linear as LoraLinear
-
-        for module in peft_model.modules():
-            if isinstance(module, LoraLinear) and _fusable(module, name):
-                module.forward = functools.partial(_lora_forward, module, name)
-                patched.append(module)
-    try:
-        yield len(patched)
-    finally:
-        for module in patched:
-            del module.forward  # back to the class's forward
 
 
 def _find_meta(ref: str) -> AdapterMeta | None:

@@ -92,6 +92,7 @@ def test_compare_continue_mixes_adapters_per_row(engine):
     assert [text for text, _ in last] == alone
     assert all(reason in ("max", "eos") for _, reason in last)
     assert len(set(alone)) > 1  # the adapters really differ, so mixing rows would show
+    assert [r for r in engine._row_loras.values() if r is not None]  # the stacked-LoRA path
 
 
 def test_prompt_head_cache_equals_encoding_the_whole_prompt(engine, tok):

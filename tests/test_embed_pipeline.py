@@ -9,7 +9,7 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
-from magnet_model.engine import _fused_lora, _pack_rows
+from magnet_model.engine import _pack_rows, _RowLora
 from magnet_model.masks import additive, allowed_mask, position_ids_for
 
 SENTENCES = [
@@ -101,19 +101,21 @@ def test_pack_rows_places_every_sentence_once_within_the_batch_width():
     assert _pack_rows([], 4) == []
 
 
-def test_fused_lora_equals_peft_and_is_undone(engine):
-    with engine.using("llm2vec"):
-        layers = [m for m in engine.model.modules() if hasattr(m, "lora_A")]
-        torch.manual_seed(0)
-        inputs = [torch.randn(3, 5, m.in_features) for m in layers]
-        want = [m(i) for m, i in zip(layers, inputs, strict=True)]
-        with _fused_lora(engine._peft, "llm2vec") as patched:
-            assert patched == len(layers) > 0
-            got = [m(i) for m, i in zip(layers, inputs, strict=True)]
-        assert all("forward" not in vars(m) for m in layers)  # peft's forward is back
-        base = [m.base_layer(i) for m, i in zip(layers, inputs, strict=True)]
-    for g, w, b in zip(got, want, base, strict=True):
-        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
-        assert not torch.allclose(g, b)  # the adapter does change the output
-    with engine.using("base"), _fused_lora(engine._peft, "base") as patched:
-        assert patched == 0  # adapter off: nothing to fuse
+def test_stacked_lora_equals_peft_per_row_and_is_undone(engine):
+    """Rows with llm2vec, magnet and no adapter in one batch: each row gets what peft gives it."""
+    layers = [m for m in engine.model.modules() if hasattr(m, "lora_A")]
+    torch.manual_seed(0)
+    inputs = [torch.randn(3, 5, m.in_features) for m in layers]
+    want = []
+    for row, name in enumerate(["llm2vec", "magnet", "base"]):
+        with engine.using(name):
+            want.append([m(i[row : row + 1]) for m, i in zip(layers, inputs, strict=True)])
+    rows = _RowLora.build(engine._peft, ("llm2vec", "magnet"))
+    assert rows is not None and len(rows.layers) == len(layers) > 0
+    with engine.using("base"), rows.patched(["llm2vec", "magnet", "base"], torch.float32, "cpu"):
+        got = [m(i) for m, i in zip(layers, inputs, strict=True)]
+    assert all("forward" not in vars(m) for m in layers)  # peft's forward is back
+    for k in range(len(layers)):
+        for row in range(3):
+            torch.testing.assert_close(got[k][row : row + 1], want[row][k], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(want[0][0], want[2][0])  # the adapter does change the output
