@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     ceiling,
                     "matrix-vector ceiling",
                     "",
-                    "the rest is per-operation overhead (norms, attention, dispatch)",
+                    "the model's matrices are 0.4-3.5 MB, read more slowly; plus per-op overhead",
                 )
             )
     if "magnet" in engine.adapter_names:
