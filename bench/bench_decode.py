@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import Row, copy_bandwidth, write_report
+from common import Row, copy_bandwidth, timed, write_report
 
 from magnet_model.data import wikipedia_paragraphs
 from magnet_model.engine import Engine
@@ -53,7 +53,6 @@ def gemv_bandwidth(mbytes: int = 256, repeat: int = 5) -> float:
     """Bytes/s of weights read by torch's own matrix-vector product (the BLAS this machine's
     torch uses) on one large matrix: the ceiling any batch-1 decoder built on it can reach."""
     import torch
-    from common import timed
 
     cols = 4096
     w = torch.randn(mbytes * 2**20 // 4 // cols, cols)

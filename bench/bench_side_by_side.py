@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import Row, write_report
+from common import Row, timed, write_report
 
 from magnet_model.engine import BASE, Engine
 from magnet_model.settings import ModelSpec
@@ -55,7 +55,6 @@ def small_batch_cost(rows: int, repeat: int = 5) -> tuple[float, float]:
     """Seconds of a rows x 576 @ 576 x 1536 product and of a 1-row one, over 64 distinct
     matrices (more than the caches hold, as in decoding): what batching rows costs in BLAS."""
     import torch
-    from common import timed
 
     ws = [torch.randn(1536, 576) for _ in range(64)]
     one, many = torch.randn(1, 576), torch.randn(rows, 576)

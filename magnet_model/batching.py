@@ -60,10 +60,8 @@ class Lane:
     adapter: str
     steps: Generator  # yields Feed, receives logits (len(want), vocab), returns the result
     prefix: Prefix | None = None
-    name: str = ""
     started: float = 0.0
     first_logits: float | None = None  # seconds from start to the first logits
-    seconds: float = 0.0
     result: object = None
     error: MagnetError | None = None
     done: bool = False
@@ -191,7 +189,6 @@ def _advance(lane: Lane, feeds: dict, logits) -> None:
     except MagnetError as e:
         lane.error = e
     lane.done = True
-    lane.seconds = time.perf_counter() - lane.started
     feeds.pop(id(lane), None)
 
 

@@ -261,6 +261,14 @@ def assemble(pieces: list[str], gaps: list[str], spans: list[str]) -> tuple[str,
     return "".join(out), offsets
 
 
+def _strip_gaps(pieces: list[str]) -> tuple[list[str], list[str]]:
+    """The pieces without the spaces typed right before each blank, and those spaces (the
+    model sees no trailing space; the filled text keeps the user's spacing)."""
+    stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
+    gaps = [p[len(q) :] for p, q in zip(pieces[:-1], stripped, strict=False)]
+    return stripped, gaps
+
+
 def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -455,8 +463,7 @@ class Engine:
                 raise InputError(f"A span length must be a whole number of at least 1, not {lim}.")
             limits.append(lim)
         roles = self.roles(adapter)
-        stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
-        gaps = [p[len(s) :] for p, s in zip(pieces[:-1], stripped, strict=False)]
+        stripped, gaps = _strip_gaps(pieces)
         piece_ids = [self._encode(p) for p in stripped]
         bos = self.bos(adapter)
         seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, with_end=False)
@@ -616,14 +623,13 @@ class Engine:
         temperature,
         top_p,
         seed,
-        system: str = "magnet",
     ) -> Lane:
         """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
         t0 = time.perf_counter()
         job = self._infill_job(text, marker, adapter, max_span_tokens, fixed_lengths)
         s = self._sampling(do_sample, temperature, top_p, seed)
         name = self.resolve_adapter(adapter)
-        lane = Lane(name, None, name=system)
+        lane = Lane(name, None)
 
         def steps():
             generated, reasons = yield from self._magnet_lane(job, s)
@@ -757,7 +763,7 @@ class Engine:
         lanes = []
         for name, out in zip(names, outs, strict=True):
             s = self._sampling(do_sample, temperature, top_p, seed)
-            lanes.append(Lane(name, self._continue_lane(ids, max_new, s, stop, out), name=name))
+            lanes.append(Lane(name, self._continue_lane(ids, max_new, s, stop, out)))
         return lanes, outs, ids
 
     def compare_continue(
@@ -805,7 +811,7 @@ class Engine:
         self._check_prompt(len(ids), max_new)
         stop = {t for t in [self.tokenizer.eos_token_id] if t is not None}
         out: list[int] = []
-        lane = Lane(name, self._continue_lane(ids, max_new, s, stop, out), name=name)
+        lane = Lane(name, self._continue_lane(ids, max_new, s, stop, out))
 
         def events():
             stream = _TextStream(self.tokenizer, ids)
@@ -900,13 +906,13 @@ class Engine:
         stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
         prefix = self.prompt_prefix(shots, style)
         system = {0: "zero-shot", 5: "five-shot"}.get(shots, f"{shots}-shot")
-        lane = Lane(BASE, None, prefix, name=system)
+        lane = Lane(BASE, None, prefix)
 
         def steps():
             answers: list[str] = []
             reasons: list[str] = []
             n_prompt = 0
-            n_keys = len(prefix)
+            visible = [True] * len(prefix)  # one flag per key of this lane's row
             for k in range(len(pieces) - 1):
                 query = prompts.render_query(pieces, answers, k)
                 ids = tok(prompts.build_prompt(query, shots, tok, style), add_special_tokens=False)
@@ -915,7 +921,7 @@ class Engine:
                 n_prompt = max(n_prompt, len(ids))
                 # reuse the cached head where the tokens agree (at least one token is fed)
                 common = min(_common_length(prefix.ids, ids), len(ids) - 1)
-                visible = [i < common for i in range(n_keys)]  # earlier blanks' keys: hidden
+                visible = [i < common for i in range(len(visible))]  # earlier blanks: hidden
                 new = ids[common:]
                 logits = yield Feed(
                     new,
@@ -923,16 +929,13 @@ class Engine:
                     causal_see(visible, len(new)),
                     [len(new) - 1],
                 )
-                n_keys += len(new)
                 visible += [True] * len(new)
                 out, reason = yield from self._answer_steps(
                     logits, len(ids), limit, s, stop, visible
                 )
-                n_keys = len(visible)
                 answers.append(prompts.parse_answer(out, pieces[k], pieces[k + 1]))
                 reasons.append(reason)
-            stripped = [p.rstrip(" \t") for p in pieces[:-1]] + [pieces[-1]]
-            gaps = [p[len(q) :] for p, q in zip(pieces[:-1], stripped, strict=False)]
+            stripped, gaps = _strip_gaps(pieces)
             filled, offsets = assemble(stripped, gaps, answers)
             spans = [
                 FilledSpan(a, self._encode(a) if a else [], x, y, r)
@@ -1027,9 +1030,7 @@ class Engine:
                     raise InputError(f"Unknown system {system!r}; say e.g. 'five-shot'.")
                 lane = self._prompted_lane(text, shots, marker, max_span_tokens, *args, None)
             else:
-                lane = self._infill_lane(
-                    text, system, marker, max_span_tokens, None, *args, system=system
-                )
+                lane = self._infill_lane(text, system, marker, max_span_tokens, None, *args)
             lanes.append(lane)
         return self._run(lanes)
 

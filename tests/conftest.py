@@ -21,6 +21,15 @@ def tiny_llama(tiny_tokenizer):
     return make_tiny_llama(len(tiny_tokenizer))
 
 
+@pytest.fixture
+def tiny_dir(tmp_path, tiny_llama, tiny_tokenizer):
+    """The tiny Llama and its tokenizer saved as a local model directory."""
+    path = tmp_path / "tiny"
+    tiny_llama.save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def single_torch_thread(request):
     """Unit tests on tiny models run torch on one thread; `integration` tests keep them all.

@@ -8,14 +8,6 @@ from magnet_model.loading import load_model, resolve_device
 from magnet_model.settings import ModelSpec
 
 
-@pytest.fixture
-def tiny_dir(tmp_path, tiny_llama, tiny_tokenizer):
-    path = tmp_path / "tiny"
-    tiny_llama.save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
-
-
 def test_local_directory_loads_the_same_weights(tiny_dir, tiny_llama):
     loaded = load_model(ModelSpec(base=str(tiny_dir), device="cpu"))
     ids = torch.tensor([[11, 33, 37]])

@@ -15,14 +15,6 @@ from magnet_model.settings import ModelSpec
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 
 
-@pytest.fixture
-def tiny_dir(tmp_path, tiny_llama, tiny_tokenizer):
-    path = tmp_path / "tiny"
-    tiny_llama.save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
-
-
 def lora_dirs(tmp_path, tokenizer, names=("first", "second")) -> dict[str, str]:
     from peft import LoraConfig, get_peft_model
     from tiny_models import make_tiny_llama
