@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import MagnetError
+from .masks import additive
 
 
 @dataclass
@@ -144,9 +145,9 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_r
         lane.columns += range(width, width + n)
         allowed[r, :n] = False
         allowed[r, :n, torch.tensor(lane.columns, dtype=torch.long)] = f.see
-    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    mask = additive(allowed[:, None], dtype).to(device)
     adapters = [lane.adapter for lane in live]
-    hidden = forward(ids.to(device), pos.to(device), mask[:, None].to(device), cache, adapters)
+    hidden = forward(ids.to(device), pos.to(device), mask, cache, adapters)
     rows = [r for r, lane in enumerate(live) for _ in feeds[id(lane)].want]
     cols = [c for lane in live for c in feeds[id(lane)].want]
     n_want = len(rows)
