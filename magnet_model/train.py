@@ -33,7 +33,7 @@ from .errors import ConfigError, MagnetError
 from .masks import MODES
 from .objectives import POOLINGS, attention_dropout, masked_view_losses, sscl_loss
 from .settings import ModelSpec, add_model_args
-from .tokens import TokenRoles, choose_token_roles
+from .tokens import TokenRoles, choose_token_roles, word_edges, word_start_table
 from .views import (
     ViewConfig,
     collate_masked,
@@ -86,6 +86,10 @@ class TrainConfig:
     sscl_dropout: float = 0.3  # attention dropout during SSCL passes (SimCSE noise)
     mntp_prob: float = 0.2
     max_spans: int = 3
+    span_min: int = 8  # MSG span lengths in tokens for 128+ token texts (paper: 8..32) ...
+    span_max: int = 32  # ... scaled down for shorter texts (views.span_length_range)
+    all_span_share: float = 0.15  # MSG: texts that are one whole span (causal LM, as generation)
+    w_span_end: float = 1.0  # weight of the <span_end> target inside the MSG loss
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
@@ -158,6 +162,10 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("--batch-size, --grad-accum and --save-every must be positive.")
     if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl) < 0:
         raise ConfigError("Loss weights must not be negative.")
+    if not 1 <= cfg.span_min <= cfg.span_max:
+        raise ConfigError("--span-min and --span-max must satisfy 1 <= min <= max.")
+    if not 0 <= cfg.all_span_share < 1 or cfg.w_span_end < 0:
+        raise ConfigError("--all-span-share must be in [0, 1) and --w-span-end >= 0.")
     if not 0 <= cfg.sscl_dropout < 1 or not 0 < cfg.mntp_prob < 1:
         raise ConfigError("--sscl-dropout must be in [0, 1) and --mntp-prob in (0, 1).")
     if cfg.max_steps is not None and cfg.max_steps < 1:
@@ -319,6 +327,7 @@ class Run:
     view: ViewConfig
     device: torch.device
     autocast_dtype: torch.dtype | None  # bf16 on CUDA, else None
+    word_starts: list[bool] | None = None  # tokens.word_start_table: where spans may begin
 
     def autocast(self):
         if self.autocast_dtype is None:
@@ -359,13 +368,21 @@ def micro_step(run: Run, step: int, micro: int, objectives: list[str]) -> dict[s
                 bos=run.bos,
                 mntp="mntp" in token_objs,
                 msg="msg" in token_objs,
+                edges=word_edges(e.ids, run.word_starts),
             )
             for e in batch
         ]
         xm = collate_masked(exs, run.roles.pad).to(run.device)
         with run.autocast():
-            losses = masked_view_losses(run.model, xm, cfg.attention, run.mask_dtype)
-        total = sum(weights[k] * v for k, v in losses.items())
+            losses = masked_view_losses(
+                run.model,
+                xm,
+                cfg.attention,
+                run.mask_dtype,
+                end_token=run.roles.span_end,
+                end_weight=cfg.w_span_end,
+            )
+        total = sum(weights[k] * v for k, v in losses.items() if k in weights)
         (total / cfg.grad_accum).backward()
         out.update({k: v.item() for k, v in losses.items()})
     if "sscl" in objectives:
@@ -404,7 +421,7 @@ def train_step(run: Run, step: int, optimizer, scheduler) -> dict:
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     weights = {"mntp": cfg.w_mntp, "msg": cfg.w_msg, "sscl": cfg.w_sscl}
-    loss = sum(weights[k] * v for k, v in sums.items())
+    loss = sum(weights[k] * v for k, v in sums.items() if k in weights)
     return {"step": step + 1, "stage": stage, "lr": lr, "loss": loss, **sums}
 
 
@@ -516,7 +533,14 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> Run:
         sampler=Sampler(len(examples), cfg.seed),
         vocab=replacement_vocab(len(tokenizer), roles, set(tokenizer.all_special_ids)),
         instruction_ids=tokenizer(cfg.instruction, add_special_tokens=False).input_ids,
-        view=ViewConfig(mntp_prob=cfg.mntp_prob, max_spans=cfg.max_spans),
+        view=ViewConfig(
+            mntp_prob=cfg.mntp_prob,
+            max_spans=cfg.max_spans,
+            span_min=cfg.span_min,
+            span_max=cfg.span_max,
+            all_span_share=cfg.all_span_share,
+        ),
+        word_starts=word_start_table(tokenizer),
         device=device,
         autocast_dtype=torch.bfloat16 if device.type == "cuda" and cfg.bf16 else None,
     )
@@ -659,6 +683,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--mntp-prob", type=float, default=d.mntp_prob, help="share of context tokens masked"
     )
     g.add_argument("--max-spans", type=int, default=d.max_spans, help="MSG spans per text, at most")
+    g.add_argument("--span-min", type=int, default=d.span_min, help="MSG span length, shortest")
+    g.add_argument("--span-max", type=int, default=d.span_max, help="MSG span length, longest")
+    g.add_argument(
+        "--all-span-share",
+        type=float,
+        default=d.all_span_share,
+        help="share of MSG texts that are one whole span: plain causal LM, as in continuation",
+    )
+    g.add_argument(
+        "--w-span-end",
+        type=float,
+        default=d.w_span_end,
+        help="weight of the <span_end> target in MSG (how strongly spans learn to stop)",
+    )
     g = p.add_argument_group("schedule")
     g.add_argument("--stage1-steps", type=int, default=d.stage1_steps, help="MNTP+MSG steps")
     g.add_argument(

@@ -76,6 +76,9 @@ def test_cli_writes_a_standard_peft_adapter_with_meta_log_and_checkpoints(
     log = log_of(out)
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
     assert all(set(r) >= {"mntp", "msg", "loss", "lr"} and "sscl" not in r for r in log[:3])
+    # the NLL of <span_end> is logged, and the total counts only weighted objectives
+    assert all("msg_end" in r and r["loss"] == pytest.approx(r["mntp"] + r["msg"]) for r in log[:3])
+    assert meta.training["all_span_share"] == 0.15 and meta.training["w_span_end"] == 1.0
     assert all("sscl" in r for r in log[3:])
     assert all(r["stage"] == 2 for r in log[3:])
 
