@@ -93,6 +93,9 @@ class EngineConfig:
     # side-by-side batches of 2-3 rows are padded to this many (None: 4 on CPU, where MKL's
     # fp32 product of 4 rows costs less than of 3; see bench/bench_side_by_side.py)
     pad_rows: int | None = None
+    # a span stops where its text runs into the right context (reason "joined"); off: only
+    # <span_end> or the length limit end it (to measure what the model does on its own)
+    stop_at_right_context: bool = True
 
 
 @dataclass
@@ -511,7 +514,8 @@ class Engine:
         n = len(job.limits)
         end = job.roles.span_end
         banned = self.special_ids(job.roles)
-        rights = [job.piece_ids[k + 1][:JOIN_TOKENS] for k in range(n)]
+        join = self.config.stop_at_right_context
+        rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
         generated: list[list[int]] = [[] for _ in range(n)]
         reasons = [""] * n
         active = list(range(n))

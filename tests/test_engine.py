@@ -234,6 +234,13 @@ def test_span_stops_where_it_runs_into_the_right_context(engine, tok):
     assert _scripted(engine, "the [blank] on the mat .", script) == ([cat, sat], "joined")
     # a one-token right piece is matched whole
     assert _scripted(engine, "the [blank] on", script) == ([cat, sat], "joined")
+    # switched off (to measure the model alone): it runs on
+    engine.config.stop_at_right_context = False
+    try:
+        got = _scripted(engine, "the [blank] on the mat .", script, max_span_tokens=6)
+        assert got == ([cat, sat, on, the, mat, sat], "max")
+    finally:
+        engine.config.stop_at_right_context = True
     # no right context (blank at the end): only the length limit stops it
     got = _scripted(engine, "the [blank]", script, max_span_tokens=6)
     assert got == ([cat, sat, on, the, mat, sat], "max")
