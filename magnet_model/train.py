@@ -98,6 +98,7 @@ class TrainConfig:
     save_every: int = 200
     keep_checkpoints: int = 2
     resume: str | None = None  # checkpoint dir, or "latest" in OUTPUT/checkpoints
+    init_adapter: str | None = None  # start from this adapter's LoRA weights (fine-tuning)
     overwrite: bool = False
     gradient_checkpointing: bool = False
     bf16: bool = True  # autocast to bf16 on CUDA (ignored on CPU)
@@ -295,6 +296,32 @@ def wrap_lora(model, cfg: TrainConfig):
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model.train()
     return model
+
+
+def init_from_adapter(model, folder: Path) -> None:
+    """Load a trained adapter's LoRA weights into the fresh LoRA of this run (same shapes):
+    a run that continues training an adapter with another recipe."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = folder / "adapter_model.safetensors"
+    if not path.is_file():
+        raise ConfigError(f"--init-adapter {folder}: no adapter_model.safetensors there.")
+    state = load_file(str(path))
+    try:
+        result = set_peft_model_state_dict(model, state)
+    except RuntimeError as e:  # shape mismatch: another rank or base model
+        raise ConfigError(
+            f"--init-adapter {folder} does not fit this run's LoRA (rank, targets or base model "
+            f"differ): {str(e).splitlines()[0]}"
+        ) from None
+    lora_keys = [k for k in result.missing_keys if "lora_" in k]
+    if lora_keys or result.unexpected_keys:
+        raise ConfigError(
+            f"--init-adapter {folder} does not fit this run's LoRA: {len(lora_keys)} LoRA "
+            f"weights missing, {len(result.unexpected_keys)} unexpected; use the same "
+            "--lora-r and --lora-targets."
+        )
 
 
 def lr_lambda(cfg: TrainConfig):
@@ -523,6 +550,8 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> Run:
     examples = load_corpus(cfg, tokenizer)
     torch.manual_seed(cfg.seed)  # LoRA init
     model = wrap_lora(model, cfg)
+    if cfg.init_adapter:
+        init_from_adapter(model, Path(cfg.init_adapter))
     print(f"base: {source}; {len(examples)} training texts; device {device}", file=sys.stderr)
     return Run(
         cfg=cfg,
@@ -740,6 +769,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from OUTPUT/checkpoints (latest) or a checkpoint dir",
     )
     g.add_argument("--overwrite", action="store_true", help="discard OUTPUT's checkpoints")
+    g.add_argument(
+        "--init-adapter",
+        default=None,
+        help="start from this trained adapter's LoRA weights (same --lora-r/--lora-targets)",
+    )
     g.add_argument("--no-progress", dest="progress", action="store_false")
     add_model_args(p)
     return p
