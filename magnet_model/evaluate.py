@@ -136,8 +136,11 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         value = getattr(args, name)
         if value is None:
             continue
-        if value < 0 or (value == 0 and name not in ("n_sts", "n_open_prompts")):
-            raise ConfigError(f"{flag} must be at least 1 (n-sts: 0 = all), not {value}.")
+        if value < 0 or (value == 0 and name not in ("n_sts", "n_open_prompts", "n_examples")):
+            raise ConfigError(
+                f"{flag} must be at least 1 (n-sts: 0 = all; n-examples, n-open-prompts: "
+                f"0 = none), not {value}."
+            )
         setattr(sizes, name, value)
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, not {args.batch_size}.")
