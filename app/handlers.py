@@ -25,7 +25,7 @@ import gradio as gr
 from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
 from annotation_db import read_items as read_item_file
 from magnet_model import search
-from magnet_model.engine import Engine
+from magnet_model.engine import END_REASONS, Engine
 from magnet_model.errors import MagnetError
 from magnet_model.metrics import repetition_stats
 
@@ -162,8 +162,8 @@ class MagnetApp:
                 cols += [f"### {TITLES[system]}", [], f"Unavailable: {r[1]}"]
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
-            ends = ", ".join(s.end_reason for s in r.spans)
-            info = f"{r.seconds:.2f} s · {r.generated_tokens} tokens · span ends: {ends}"
+            ends = "; ".join(END_REASONS.get(s.end_reason, s.end_reason) for s in r.spans)
+            info = f"{r.seconds:.2f} s · {r.generated_tokens} tokens · {ends}"
             cols += [title, r.highlighted(), info]
         reveal = "Vote to see which system wrote which output." if blind else ""
         return (*cols, state, gr.update(visible=blind), reveal)

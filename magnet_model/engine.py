@@ -48,7 +48,7 @@ DEFAULT_MARKER = "[blank]"
 # Why a span ended, and how to say it to a person.
 END_REASONS = {
     "end": "stopped by itself",
-    "joined": "stopped where it ran into the text after the blank (the repeated words removed)",
+    "joined": "stopped where it ran into the text after the blank",
     "max": "cut at the length limit",
     "fixed": "fixed length",
 }

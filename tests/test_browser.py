@@ -180,7 +180,7 @@ def test_end_to_end_in_chromium(served, page):
     cols = page.locator(".infill-col")
     expect(cols).to_have_count(3)
     for i in range(3):
-        expect(cols.nth(i)).to_contain_text("span ends", timeout=TIMEOUT_MS)
+        expect(cols.nth(i)).to_contain_text(" tokens · ", timeout=TIMEOUT_MS)
         expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
     assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
     _shot(page, "infill")

@@ -184,7 +184,11 @@ def test_targets_are_judged_on_measured_numbers_only():
     assert met[
         ("span PPL, hybrid layout (left + right context)", "magnet <= 0.70 x best prompted base")
     ]
-    assert met[("span PPL, hybrid layout (left + right context)", "magnet <= 0.80 x base left-only")] is False  # fmt: skip
+    left_only = (
+        "span PPL, hybrid layout (left + right context)",
+        "magnet <= 0.80 x base left-only",
+    )
+    assert met[left_only] is False
     assert met[("infills that stop by themselves (<span_end>)", "magnet >= 80%")] is False
     assert met[("infill length / true span length", "magnet 0.7-1.5")]
     assert met[("Spearman x 100", "magnet >= 75")] is False

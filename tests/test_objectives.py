@@ -201,9 +201,8 @@ def test_attention_dropout_reaches_an_int_setting_and_refuses_a_model_without_on
     assert all(a.attention_dropout == 0 for a in attns)
     for a in attns:
         del a.attention_dropout  # a model whose attention has no such setting
-    with pytest.raises(ConfigError, match="dropout noise"):
-        with attention_dropout(model, 0.3):
-            pass
+    with pytest.raises(ConfigError, match="dropout noise"), attention_dropout(model, 0.3):
+        pass
     with attention_dropout(model, 0.0) as n:  # no noise asked for (paraphrase positives)
         assert n == 0
 
