@@ -105,6 +105,7 @@ class FilledSpan:
     start: int  # character offsets of the span in InfillResult.filled
     end: int
     end_reason: str  # one of END_REASONS
+    written: int | None = None  # tokens the system wrote for it, before any were trimmed
 
     @property
     def stopped(self) -> bool:
@@ -947,6 +948,7 @@ class Engine:
         def steps():
             answers: list[str] = []
             reasons: list[str] = []
+            written: list[int] = []
             n_prompt = 0
             visible = [True] * len(prefix)  # one flag per key of this lane's row
             for k in range(len(pieces) - 1):
@@ -966,16 +968,18 @@ class Engine:
                     [len(new) - 1],
                 )
                 visible += [True] * len(new)
-                out, reason = yield from self._answer_steps(
+                out, reason, n_written = yield from self._answer_steps(
                     logits, len(ids), limit, s, stop, visible
                 )
-                answers.append(prompts.parse_answer(out, pieces[k], pieces[k + 1]))
-                reasons.append(reason)
+                answer, joined = prompts.read_answer(out, pieces[k], pieces[k + 1])
+                answers.append(answer)
+                reasons.append("joined" if joined else reason)
+                written.append(n_written)
             stripped, gaps = _strip_gaps(pieces)
             filled, offsets = assemble(stripped, gaps, answers)
             spans = [
-                FilledSpan(a, self._encode(a) if a else [], x, y, r)
-                for a, (x, y), r in zip(answers, offsets, reasons, strict=True)
+                FilledSpan(a, self._encode(a) if a else [], x, y, r, w)
+                for a, (x, y), r, w in zip(answers, offsets, reasons, written, strict=True)
             ]
             seconds = time.perf_counter() - t0
             enc = lane.first_logits or 0.0
@@ -989,15 +993,17 @@ class Engine:
     def _answer_steps(
         self, logits, pos: int, limit: int, s: _Sampling, stop: set[int], visible: list[bool]
     ) -> Generator:
-        """Generate an answer until a stop token or a line break -> (text, reason).
+        """Generate an answer until a stop token or a line break -> (text, reason, tokens
+        written): reason 'end' when the model stopped, 'max' when the limit cut it.
 
-        visible: the lane's keys this answer may attend to (grown in place)."""
+        limit counts every generated token (leading blank lines and spaces too: they cost a
+        step each); visible: the lane's keys this answer may attend to (grown in place)."""
         out: list[int] = []
         count = 0
-        reason = None
         while True:
             tok = int(_sample(logits, s)[0])
             if tok in stop:
+                reason = "end"
                 break
             count += 1
             piece = self.tokenizer.decode([tok])
@@ -1008,13 +1014,12 @@ class Engine:
                     break
                 out.append(tok)
             if count >= limit:
+                reason = "max"
                 break
             logits = yield Feed([tok], [pos], causal_see(visible, 1), [0])
             visible.append(True)
             pos += 1
-        if reason is None:
-            reason = "end" if len(out) < limit else "max"
-        return self.tokenizer.decode(out), reason
+        return self.tokenizer.decode(out), reason, len(out)
 
     def prompt_prefix(self, shots: int, style: str | None = None) -> Prefix:
         """The KV of the fixed head of the prompted baseline's prompt (instruction, examples),

@@ -99,6 +99,12 @@ _QUOTES = "\"'`“”‘’"
 
 def parse_answer(raw: str, left: str, right: str) -> str:
     """The missing words from a model's reply: first line, no quotes, no copied context."""
+    return read_answer(raw, left, right)[0]
+
+
+def read_answer(raw: str, left: str, right: str) -> tuple[str, bool]:
+    """(the missing words, whether the reply ran on into the text after the blank and was
+    cut where that text begins)."""
     answer = raw.strip().split("\n", 1)[0].strip()
     answer = _PREAMBLE.sub("", answer)
     inner = answer[1:-1]
@@ -110,8 +116,9 @@ def parse_answer(raw: str, left: str, right: str) -> str:
     # a short head counts only at the very start (elsewhere it matches by chance)
     if head and head in answer and (len(head) >= 8 or answer.startswith(head)):
         answer = answer[answer.index(head) + len(head) :].strip()
-    if tail and tail in answer:
+    joined = bool(tail) and tail in answer
+    if joined:
         answer = answer[: answer.index(tail)].strip()
     if tail[:1] in _PUNCT:  # the text goes on with punctuation: the answer must not end one
         answer = answer.rstrip(_PUNCT).rstrip()
-    return answer
+    return answer, joined

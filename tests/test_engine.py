@@ -465,6 +465,48 @@ def test_prompt_templates(tok):
     assert prompts.parse_answer("Answer: rain", "heavy ", ", so") == "rain"
 
 
+def _drive_answer(engine, picks: list[int], limit: int, stop: set[int]) -> tuple:
+    """_answer_steps fed one-hot logits that make greedy decoding pick `picks` in turn."""
+    vocab = len(engine.tokenizer)
+
+    def one_hot(t: int) -> torch.Tensor:
+        x = torch.zeros(1, vocab)
+        x[0, t] = 1.0
+        return x
+
+    s = engine._sampling(False, 1.0, 1.0, None)
+    steps = engine._answer_steps(one_hot(picks[0]), 5, limit, s, stop, [True] * 5)
+    try:
+        next(steps)
+        for t in picks[1:]:
+            steps.send(one_hot(t))
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the answer did not end")
+
+
+def test_prompted_answer_cut_at_the_limit_says_max_even_after_leading_spaces(
+    engine, tok, monkeypatch
+):
+    """Leading spaces cost steps too: an answer cut at the limit is 'max', not 'stopped'."""
+    cat, sat, blank = tok(" cat sat mat", add_special_tokens=False).input_ids
+    decode = tok.decode  # the tiny tokenizer has no blank token: let "mat" read as one
+    monkeypatch.setattr(tok, "decode", lambda ids, **kw: " " if ids == [blank] else decode(ids))
+    text, reason, written = _drive_answer(engine, [blank, cat, sat], limit=3, stop=set())
+    assert (text, reason, written) == (decode([cat, sat]), "max", 2)
+    eos = tok.eos_token_id
+    text, reason, written = _drive_answer(engine, [cat, eos], limit=3, stop={eos})
+    assert (reason, written) == ("end", 1)
+
+
+def test_prompted_reply_running_into_the_right_context_is_joined():
+    assert prompts.read_answer("sat on the mat . the dog", "the cat ", " on the mat .") == (
+        "sat",
+        True,
+    )
+    assert prompts.read_answer("sat", "the cat ", " on the mat .") == ("sat", False)
+
+
 def test_infill_prompted_returns_spans_in_place(engine):
     for shots, name in [(0, "zero-shot"), (5, "five-shot")]:
         r = engine.infill_prompted(
