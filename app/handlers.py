@@ -29,7 +29,7 @@ from magnet_model.engine import END_REASONS, Engine
 from magnet_model.errors import MagnetError
 from magnet_model.metrics import repetition_stats
 
-from . import studies
+from . import rating_form, render, studies
 from .gpu import gpu
 from .settings import AppSettings
 
@@ -47,6 +47,7 @@ TITLES = {
     "llm2vec": "LLM2Vec-style",
     "minilm": "all-MiniLM-L6-v2",
 }
+RATER_PATH = "rate"  # the rater-only page; invite links open it
 MAX_OUTPUTS = 4  # output slots on the Rate tab
 MAX_LIKERT = 2  # Likert questions per output on the Rate tab
 BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
@@ -86,7 +87,11 @@ class MagnetApp:
             raise gr.Error(f"The {what} is empty.", print_exception=False)
         limit = self.settings.max_input_tokens
         if len(text) > self.settings.max_input_chars:
-            msg = f"The {what} is too long: at most {limit} tokens."
+            msg = (
+                f"The {what} is {len(text):,} characters long; at most {limit} tokens (about "
+                f"{self.settings.max_input_chars:,} characters) fit. Nothing was cut: shorten it "
+                "and try again."
+            )
             raise gr.Error(msg, print_exception=False)
         n = len(self.engine.tokenizer(text, add_special_tokens=False).input_ids)
         if n > limit:
@@ -159,12 +164,10 @@ class MagnetApp:
         for pos, i in enumerate(order):
             system, r = INFILL_SYSTEMS[i], results[i]
             if isinstance(r, tuple):  # (None, reason): unavailable or failed
-                cols += [f"### {TITLES[system]}", [], f"Unavailable: {r[1]}"]
+                cols += [f"### {TITLES[system]}", "", f"Unavailable: {r[1]}"]
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
-            ends = "; ".join(END_REASONS.get(s.end_reason, s.end_reason) for s in r.spans)
-            info = f"{r.seconds:.2f} s · {r.generated_tokens} tokens · {ends}"
-            cols += [title, r.highlighted(), info]
+            cols += [title, render.filled_html(r.highlighted()), _infill_info(r, max_span)]
         reveal = "Vote to see which system wrote which output." if blind else ""
         return (*cols, state, gr.update(visible=blind), reveal)
 
@@ -173,7 +176,9 @@ class MagnetApp:
         if not state:
             raise gr.Error("Fill a text in blind mode first, then vote.", print_exception=False)
         if choice not in BLIND_CHOICES:
-            raise gr.Error(f"Unknown choice {choice!r}.", print_exception=False)
+            raise gr.Error(
+                "Pick an output (A, B or C), a tie or all bad, then vote.", print_exception=False
+            )
         shown = state["shown"]
         if choice in "ABC" and "ABC".index(choice) >= len(shown):
             raise gr.Error(f"There is no output {choice}.", print_exception=False)
@@ -199,7 +204,7 @@ class MagnetApp:
         names = " · ".join(
             f"{chr(65 + i)} = {TITLES.get(s, s)}" for i, s in enumerate(receipt.systems)
         )
-        picked = TITLES.get(receipt.chosen_system or "", choice.replace("_", " "))
+        picked = TITLES.get(receipt.chosen_system or "", render.choice_label(choice).lower())
         return f"Thanks, vote stored ({picked}). {names}", None
 
     # ---------------------------------------------------------------- Continue tab
@@ -285,7 +290,9 @@ class MagnetApp:
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
         names = list(hits)
         overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
-        note = f"{corpus.name}: {len(corpus)} passages; top {k}. " + "; ".join(notes)
+        note = f"{corpus.name}: {render.plural(len(corpus), 'passage')}; top {k}. " + "; ".join(
+            notes
+        )
         headers = ["system", *[TITLES[b] for b in names]]
         return (*tables, gr.update(value=overlap, headers=headers), note)
 
@@ -342,7 +349,8 @@ class MagnetApp:
             if out is None:
                 slots += [None, None, gr.update(value=None), *[gr.update(value=None)] * MAX_LIKERT]
                 continue
-            slots += [f"Output {out.label}", _fills_highlighted(item.text, out.text, out.fills)]
+            pieces = render.fills_pieces(item.text, MARKER, out.text, out.fills)
+            slots += [f"Output {out.label}", render.filled_html(pieces)]
             slots.append(
                 gr.update(
                     visible=appropriate is not None,
@@ -368,10 +376,10 @@ class MagnetApp:
             head or "",
             status,
             item.assignment_id if item else None,
-            item.text if item else "",
+            gr.update(value=item.text if item else "", visible=item is not None),
             *slots,
-            gr.update(visible=pref is not None, choices=choices, value=None),
-            gr.update(visible="comment" in has or item is not None, value=""),
+            gr.update(visible=pref is not None, choices=render.choices(choices), value=None),
+            gr.update(visible="comment" in has and item is not None, value=""),
             gr.update(visible=item is not None),
         )
 
@@ -394,18 +402,15 @@ class MagnetApp:
         answers: dict[str, dict] = {}
         for i, out in enumerate(item.outputs[:MAX_OUTPUTS]):
             vals = values[i * per_slot : (i + 1) * per_slot]
-            a: dict = {}
-            if ask_app:
-                if vals[0] is None:
-                    raise gr.Error(
-                        f"Answer the question for output {out.label}.", print_exception=False
-                    )
-                a["appropriate"] = vals[0] == "Yes"
+            a: dict = {"appropriate": None if vals[0] is None else vals[0] == "Yes"}
+            a = a if ask_app else {}
             for q, v in zip(likerts, vals[1:], strict=False):
-                if v is not None:
-                    a[q.name] = int(v)
+                a[q.name] = None if v is None else int(v)
             answers[out.label] = a
         preference, comment = [*values[MAX_OUTPUTS * per_slot :], None, None][:2]
+        missing = rating_form.missing_answers(item.questions, answers, preference)
+        if missing:
+            raise gr.Error(missing, print_exception=False)
         try:
             self.store.submit(
                 token,
@@ -421,10 +426,12 @@ class MagnetApp:
     # ---------------------------------------------------------------- Admin tab
 
     def admin_login(self, password: str) -> tuple:
-        """-> (authorized, panel visibility, message). Compared in constant time."""
+        """-> (authorized, panel visibility, message, study list). Compared in constant time;
+        a wrong password gets one message and nothing else."""
         want = self.settings.admin_password
         ok = bool(want) and hmac.compare_digest((password or "").encode(), want.encode())
-        return ok, gr.update(visible=ok), "" if ok else "Wrong password."
+        studies_list = self.admin_studies(True) if ok else gr.skip()
+        return ok, gr.update(visible=ok), "" if ok else "Wrong password.", studies_list
 
     def _admin(self, authorized: bool) -> None:
         if not (authorized and self.settings.admin_password):
@@ -460,6 +467,11 @@ class MagnetApp:
             why = self.availability(s)
             if why:
                 raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
+        if name.strip() in {s.name for s in self.store.list_studies()}:  # before any generation
+            raise gr.Error(
+                f"A study named '{name.strip()}' already exists; pick another name.",
+                print_exception=False,
+            )
         try:
             if upload:
                 if Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
@@ -493,8 +505,9 @@ class MagnetApp:
         except (AnnotationError, MagnetError) as e:
             raise _error(e) from None
         msg = (
-            f"Created study '{info.name}': {info.n_items} items ({info.n_gold} attention checks), "
-            f"systems {', '.join(info.systems)}."
+            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
+            f"({render.plural(info.n_gold, 'attention check')}), systems "
+            f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
         )
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
 
@@ -511,7 +524,7 @@ class MagnetApp:
         except AnnotationError as e:
             raise _error(e) from None
         base = self.settings.public_url or _base_url(request)
-        return [[i.display_name, f"{base}/?token={i.token}"] for i in invites]
+        return [[i.display_name, f"{base}/{RATER_PATH}?token={i.token}"] for i in invites]
 
     def admin_progress(self, authorized: bool, study: str) -> tuple:
         self._admin(authorized)
@@ -652,17 +665,20 @@ def _stats(text: str) -> str:
     )
 
 
-def _fills_highlighted(text: str, filled: str, fills: list[str] | None) -> list[tuple]:
-    """The item text with each blank replaced by its fill, the fills labelled for highlighting."""
-    pieces = text.split(MARKER)
-    if not fills or len(pieces) != len(fills) + 1:
-        return [(filled, None)]
-    out: list[tuple] = []
-    for k, fill in enumerate(fills):
-        out.append((pieces[k], None))
-        out.append((fill, "filled in"))
-    out.append((pieces[-1], None))
-    return [(p, lab) for p, lab in out if p]
+def _infill_info(r, max_span: int) -> str:
+    """Per blank: the tokens kept, why the span ended (in words), tokens written and dropped
+    where the system copied context; then when the system was done in the shared batch."""
+    parts = []
+    for k, span in enumerate(r.spans, start=1):
+        n = len(span.token_ids)
+        why = END_REASONS.get(span.end_reason, span.end_reason)
+        if span.end_reason == "max":
+            why = f"{why} ({render.plural(max_span, 'token')})"
+        kept = render.plural(n, "token")
+        if span.written is not None and span.written != n:
+            kept = f"{kept} kept of {span.written} written"
+        parts.append(("" if len(r.spans) == 1 else f"blank {k}: ") + f"{kept}, {why}")
+    return "; ".join(parts) + f" · done after {r.seconds:.2f} s"
 
 
 def _base_url(request: gr.Request | None) -> str:

@@ -23,15 +23,16 @@ from magnet_model.settings import ModelSpec, add_model_args
 
 from .gpu import HAS_SPACES
 from .handlers import (
+    BLIND_CHOICES,
     CONTINUE_SYSTEMS,
     INFILL_SYSTEMS,
     MARKER,
-    MAX_LIKERT,
-    MAX_OUTPUTS,
     SEARCH_SYSTEMS,
     TITLES,
     MagnetApp,
 )
+from .rater_page import REDIRECT_JS, add_rater_page
+from .render import QUESTION_LABELS, choices, model_description
 from .settings import AppSettings
 
 log = logging.getLogger("app")
@@ -47,7 +48,22 @@ CONTINUE_EXAMPLES = [
     "In 1969, the first humans to walk on the Moon",
 ]
 SEARCH_EXAMPLES = ["a political philosophy without a state", "ancient Greek mathematics"]
-QUESTION_CHOICES = ["appropriate", "likert:fluency", "likert:coherence", "preference", "comment"]
+QUESTION_CHOICES = [(label, spec) for spec, label in QUESTION_LABELS.items()]
+# A system font stack: the default theme's web font cannot load offline, and its fallback drew
+# the title as "MᴀGNET".
+SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial"]
+MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
+THEME = gr.themes.Default(font=SYSTEM_FONTS + ["sans-serif"], font_mono=MONO_FONTS)
+CSS = """
+.filled { white-space: pre-wrap; overflow-wrap: break-word; word-break: normal;
+          line-height: 1.7; margin: 0.25em 0; font-size: 1.05em; }
+.filled mark.fill { background: #fde68a; color: inherit; padding: 0.05em 0.2em;
+                    border-radius: 0.25em; }
+.filled sup.fill-n { font-size: 0.7em; color: #92400e; margin-left: 0.1em; }
+.filled-box { padding: 0.5em 0.75em; }
+.rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
+.search-table table th { white-space: nowrap; }
+"""
 INSERT_BLANK_JS = f"""(t) => {{
   const el = document.querySelector('#infill-text textarea');
   t = t || '';
@@ -74,12 +90,7 @@ def _infill_tab(app: MagnetApp) -> None:
         "MAGNET fills each blank using the text on both sides; the base model is asked in a "
         "prompt (zero-shot and five-shot)."
     )
-    text = gr.Textbox(
-        label="Text with blanks",
-        lines=4,
-        max_length=app.settings.max_input_chars,
-        elem_id="infill-text",
-    )
+    text = gr.Textbox(label="Text with blanks", lines=4, elem_id="infill-text")
     with gr.Row():
         insert = gr.Button(f"Insert {MARKER} at the cursor", size="sm")
         blind = gr.Checkbox(label="Compare blind (vote before the names are shown)")
@@ -94,12 +105,17 @@ def _infill_tab(app: MagnetApp) -> None:
             with gr.Column(elem_classes="infill-col"):
                 outputs += [
                     gr.Markdown(f"### {TITLES[system]}"),
-                    gr.HighlightedText(label="Filled text", show_legend=False),
+                    gr.HTML(elem_classes="filled-box"),
                     gr.Markdown(),
                 ]
+    gr.Markdown(
+        "The systems run together, as rows of one batch: each *done after* is when that "
+        "system's last blank was filled, not a time of its own.",
+        elem_classes="batch-note",
+    )
     state = gr.State(None)
     with gr.Row(visible=False) as vote_row:
-        choice = gr.Radio(["A", "B", "C", "tie", "all_bad"], label="Which is best?")
+        choice = gr.Radio(choices(BLIND_CHOICES), label="Which is best?")
         vote = gr.Button("Vote")
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
@@ -119,7 +135,7 @@ def _continue_tab(app: MagnetApp) -> None:
         "streamed side by side. Rep-4: share of repeated 4-grams; Rep-Sen: share of repeated "
         "sentences; distinct-n: share of unique n-grams (on words)."
     )
-    prompt = gr.Textbox(label="Prompt", lines=3, max_length=app.settings.max_input_chars)
+    prompt = gr.Textbox(label="Prompt", lines=3)
     gr.Examples(CONTINUE_EXAMPLES, inputs=prompt)
     top = app.settings.max_new_tokens
     length = gr.Slider(1, top, value=min(48, top), step=1, label="Max new tokens")
@@ -145,66 +161,47 @@ def _search_tab(app: MagnetApp) -> None:
         "Search a corpus with four encoders. The default corpus is a set of held-out Wikipedia "
         "passages; upload a .txt (one passage per line), .csv (a `text` column) or .jsonl "
         "(a `text` field) to search your own. Corpus vectors are computed once per model and "
-        "corpus, then cached on disk."
+        "corpus, then cached on disk. Scores are cosine similarities between the query's "
+        "vector and each passage's vector (1: same direction). Each model spreads its scores "
+        "differently, so compare the ranks across models, not the scores."
     )
     with gr.Row():
-        query = gr.Textbox(label="Query", max_length=app.settings.max_input_chars, scale=3)
+        query = gr.Textbox(label="Query", scale=3)
         k = gr.Slider(1, 20, value=5, step=1, label="Top k", scale=1)
     upload = gr.File(label="Corpus (optional)", file_types=[".txt", ".csv", ".jsonl"])
     gr.Examples(SEARCH_EXAMPLES, inputs=query)
     run = gr.Button("Search", variant="primary", elem_id="search-run")
-    tables = []
-    with gr.Row():
-        for system in SEARCH_SYSTEMS:
-            with gr.Column():
-                gr.Markdown(f"### {TITLES[system]}")
-                tables.append(
-                    gr.Dataframe(headers=["rank", "score", "passage"], wrap=True, max_height=420)
-                )
-    overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
     note = gr.Textbox(label="Corpus and timing", interactive=False)
-    run.click(app.search, inputs=[query, upload, k], outputs=[*tables, overlap, note], **MODEL)
-
-
-def _rate_tab(app: MagnetApp, demo: gr.Blocks) -> None:
-    gr.Markdown(
-        "Rate filled-in texts for a study. Open your invite link, or paste its token. "
-        "Items come one at a time; you can stop and come back later with the same link."
-    )
-    with gr.Row():
-        token = gr.Textbox(label="Invite token", type="password", scale=3, elem_id="rate-token")
-        open_btn = gr.Button("Open", scale=1, elem_id="rate-open")
-    head = gr.Textbox(label="Study and instructions", interactive=False, lines=3)
-    status = gr.Markdown()
-    assignment = gr.State(None)
-    item_text = gr.Textbox(label="Text with blanks", interactive=False, lines=3)
-    slots, answers = [], []
-    for _ in range(MAX_OUTPUTS):
-        with gr.Group(visible=False) as group:
-            title = gr.Markdown()
-            shown = gr.HighlightedText(label="Filled text", show_legend=False)
-            appropriate = gr.Radio(["Yes", "No"], label="Appropriate?", visible=False)
-            likerts = [gr.Radio([], visible=False) for _ in range(MAX_LIKERT)]
-        slots += [group, title, shown, appropriate, *likerts]
-        answers += [appropriate, *likerts]
-    preference = gr.Radio([], label="Which output is best?", visible=False)
-    comment = gr.Textbox(label="Comment (optional)", visible=False, max_length=2000)
-    submit = gr.Button("Submit and next", variant="primary", visible=False, elem_id="rate-submit")
-    view = [head, status, assignment, item_text, *slots, preference, comment, submit]
-    demo.load(app.rate_load, inputs=token, outputs=[token, *view], **RATING)
-    open_btn.click(app.rate_open, inputs=token, outputs=view, **RATING)
-    submit.click(
-        app.rate_submit,
-        inputs=[token, assignment, *answers, preference, comment],
-        outputs=view,
-        **RATING,
+    tables = []
+    for pair in (SEARCH_SYSTEMS[:2], SEARCH_SYSTEMS[2:]):  # a 2 x 2 grid; stacked on a phone
+        with gr.Row(equal_height=False):
+            for system in pair:
+                with gr.Column(min_width=320):
+                    tables.append(
+                        gr.Dataframe(
+                            headers=["#", "cosine", "passage"],
+                            label=TITLES[system],
+                            wrap=True,
+                            max_height=420,
+                            interactive=False,
+                            column_widths=["2.5em", "5em", "auto"],
+                            elem_classes="search-table",
+                        )
+                    )
+    overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
+    run.click(
+        app.search,
+        inputs=[query, upload, k],
+        outputs=[*tables, overlap, note],
+        show_progress_on=note,  # one progress bar, not one per table
+        **MODEL,
     )
 
 
 def _admin_tab(app: MagnetApp) -> None:
     authorized = gr.State(False)
     with gr.Row():
-        password = gr.Textbox(label="Admin password", type="password", scale=3)
+        password = gr.Textbox(label="Admin password", type="password", scale=3, elem_id="admin-pw")
         login = gr.Button("Log in", scale=1)
     login_msg = gr.Markdown()
     with gr.Column(visible=False) as panel:
@@ -250,8 +247,13 @@ def _admin_tab(app: MagnetApp) -> None:
             export = gr.Button("Export ratings")
             backup = gr.Button("Back up the database")
         files = gr.File(label="Download")
-    login.click(app.admin_login, inputs=password, outputs=[authorized, panel, login_msg], **RATING)
-    login.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
+    for event in (login.click, password.submit):  # the button, or Enter in the password box
+        event(
+            app.admin_login,
+            inputs=password,
+            outputs=[authorized, panel, login_msg, study],
+            **RATING,
+        )
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     create.click(
         app.admin_create,
@@ -275,27 +277,31 @@ def _admin_tab(app: MagnetApp) -> None:
 
 
 def build_demo(app: MagnetApp) -> gr.Blocks:
-    """The whole UI; queue: one model call at a time (setting), bounded waiting line."""
+    """The demo's tabs, and the raters' own page at /rate; queue: one model call at a time
+    (setting), bounded waiting line."""
     adapters = ", ".join(app.engine.adapter_names) or "none"
     missing = [n for n in ("magnet", "llm2vec") if n not in app.engine.adapter_names]
+    loaded = app.engine.loaded
+    model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
     with gr.Blocks(title="MAGNET") as demo:
+        gr.Navbar(visible=False)
         gr.Markdown(
             "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
-            f"and embeds sentences. Base model: `{app.engine.loaded.source}`; adapters: "
-            f"{adapters}."
+            f"and embeds sentences. Base model: {model}; adapters: {adapters}."
             + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
+            + " Raters: open the invite link you were sent."
         )
+        demo.load(None, js=REDIRECT_JS)  # an old invite link (/?token=...) opens /rate
         with gr.Tab("Infill", id="infill"):
             _infill_tab(app)
         with gr.Tab("Continue", id="continue"):
             _continue_tab(app)
         with gr.Tab("Search", id="search"):
             _search_tab(app)
-        with gr.Tab("Rate", id="rate"):
-            _rate_tab(app, demo)
         if app.settings.admin_password:
             with gr.Tab("Admin", id="admin"):
                 _admin_tab(app)
+    add_rater_page(app, demo)
     demo.queue(default_concurrency_limit=app.settings.concurrency, max_size=app.settings.queue_size)
     return demo
 
@@ -353,5 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         server_name=args.host,
         server_port=args.port,
         max_file_size=f"{settings.max_upload_mb}mb",
+        theme=THEME,
+        css=CSS,
     )
     return 0

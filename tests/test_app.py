@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import gradio as gr
 import pytest
 from app_fixtures import fake_request, make_app
 from tiny_models import tiny_engine
 
+from app import render
 from app.handlers import INFILL_SYSTEMS, TITLES
 from app.main import build_demo
+from app.rater_page import RATER_PATH
 from magnet_model.engine import END_REASONS
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
@@ -33,6 +38,11 @@ def columns(out: tuple) -> list[tuple]:
     return [tuple(out[i : i + 3]) for i in range(0, 9, 3)]
 
 
+def plain_text(markup: str) -> str:
+    """What a reader sees of filled_html: the text, without tags or blank numbers."""
+    return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<sup[^>]*>.*?</sup>", "", markup)))
+
+
 # ---------------------------------------------------------------- Infill
 
 
@@ -41,15 +51,22 @@ def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
     assert len(out) == 12
     cols = columns(out)
     assert [c[0] for c in cols] == [f"### {TITLES[s]}" for s in INFILL_SYSTEMS]
-    expected = engine.infill(TEXT, adapter="magnet", max_span_tokens=4).highlighted()
-    assert cols[0][1] == expected
-    for _, pieces, info in cols:
-        assert {lab for _, lab in pieces if lab} == {"blank 1", "blank 2"}
-        assert "".join(p for p, _ in pieces).startswith("the cat ")
-        assert " s · " in info and " tokens · " in info
-        # why each span ended, in words (never a raw code such as "max")
-        reasons = info.split(" tokens · ")[1].split("; ")
-        assert len(reasons) == 2 and set(reasons) <= set(END_REASONS.values())
+    expected = engine.infill(TEXT, adapter="magnet", max_span_tokens=4)
+    assert cols[0][1] == render.filled_html(expected.highlighted())
+    assert plain_text(cols[0][1]) == expected.filled  # one flowing paragraph, fills inline
+    for _, markup, info in cols:
+        assert markup.count('<mark class="fill"') == 2 and markup.count("<p ") == 1
+        assert 'title="blank 1"' in markup and 'title="blank 2"' in markup
+        assert plain_text(markup).startswith("the cat ")
+        spans, done = info.split(" · done after ")
+        assert re.fullmatch(r"\d+\.\d\d s", done)
+        # per blank: tokens and why it ended, in words (never a raw code such as "max")
+        parts = spans.split("; ")
+        assert [p.split(":")[0] for p in parts] == ["blank 1", "blank 2"]
+        for part in parts:
+            why = part.split(", ", 1)[1]
+            assert any(why.startswith(w) for w in END_REASONS.values()), why
+            assert re.match(r"blank \d: \d+ tokens?", part)
     state, vote_row, reveal = out[9:]
     assert state is None and vote_row["visible"] is False and reveal == ""
 
@@ -79,14 +96,15 @@ def test_infill_bad_input_is_one_readable_error(app, text, span, message):
 def test_infill_without_magnet_adapter_says_why(plain, tmp_path):
     app = make_app(tmp_path, plain)
     cols = columns(app.infill(TEXT, max_span=3))
-    assert cols[0][1] == [] and cols[0][2].startswith("Unavailable: the 'magnet' adapter")
+    assert cols[0][1] == "" and cols[0][2].startswith("Unavailable: the 'magnet' adapter")
     assert all(c[1] for c in cols[1:])  # the base-model baselines still run
 
 
 def test_user_text_stays_text(app):
     text = "<script>alert(1)</script> the cat [blank] ."
-    pieces = columns(app.infill(text, max_span=2))[0][1]
-    assert pieces[0][0].startswith("<script>alert(1)</script>")  # a value, not markup
+    for _, markup, _ in columns(app.infill(text, max_span=2)):
+        assert "<script>" not in markup  # escaped: shown as text, never run
+        assert plain_text(markup).startswith("<script>alert(1)</script> the cat ")
 
 
 def test_blind_vote_hides_names_stores_vote_then_reveals(app):
@@ -95,7 +113,7 @@ def test_blind_vote_hides_names_stores_vote_then_reveals(app):
     assert [c[0] for c in cols] == ["### A", "### B", "### C"]
     assert vote_row["visible"] is True and "Vote" in reveal
     assert sorted(o["system"] for o in state["shown"]) == sorted(INFILL_SYSTEMS)
-    shown_texts = ["".join(p for p, _ in c[1]) for c in cols]
+    shown_texts = [plain_text(c[1]) for c in cols]
     assert shown_texts == [o["text"] for o in state["shown"]]
     message, cleared = app.vote(state, "B", fake_request())
     assert cleared is None
@@ -105,6 +123,32 @@ def test_blind_vote_hides_names_stores_vote_then_reveals(app):
     assert res.preference_counts and res.n_judgments == 1
     with pytest.raises(gr.Error):
         app.vote(None, "A")
+
+
+def test_voting_with_nothing_picked_says_so_in_a_sentence(app):
+    state = app.infill(TEXT, max_span=2, blind=True)[9]
+    with pytest.raises(gr.Error, match="Pick an output"):
+        app.vote(state, None)
+
+
+def test_a_prompted_span_cut_at_the_limit_says_which_limit():
+    from types import SimpleNamespace as NS
+
+    from app.handlers import _infill_info
+
+    r = NS(seconds=1.5, spans=[NS(token_ids=[1, 2, 3], end_reason="max", written=12)])
+    info = _infill_info(r, 12)
+    assert (
+        info
+        == "3 tokens kept of 12 written, cut at the length limit (12 tokens) · done after 1.50 s"
+    )
+    r.spans = [NS(token_ids=[1], end_reason="joined", written=None)]
+    assert _infill_info(r, 12).startswith("1 token, stopped where it ran into the text after")
+
+
+def test_too_long_text_is_refused_with_its_length_not_cut(app):
+    with pytest.raises(gr.Error, match=r"is 21,000 characters long.*Nothing was cut"):
+        app.infill("x " * 10_000 + "[blank]" + " " * 993, max_span=2)
 
 
 # ---------------------------------------------------------------- Continue
@@ -150,9 +194,22 @@ def _tab_labels(demo: gr.Blocks) -> list[str]:
 
 def test_demo_has_admin_tab_only_with_a_password(engine, tmp_path):
     with_pw = build_demo(make_app(tmp_path, engine))
-    assert _tab_labels(with_pw) == ["Infill", "Continue", "Search", "Rate", "Admin"]
+    assert _tab_labels(with_pw) == ["Infill", "Continue", "Search", "Admin"]
     without = build_demo(make_app(tmp_path, engine, admin_password=None))
-    assert _tab_labels(without) == ["Infill", "Continue", "Search", "Rate"]
+    assert _tab_labels(without) == ["Infill", "Continue", "Search"]
+
+
+def test_the_rater_page_has_no_tabs_and_names_no_model_or_system(engine, tmp_path):
+    demo = build_demo(make_app(tmp_path, engine))
+    assert (RATER_PATH, "Rating", False) in demo.pages  # its own path, not in a navbar
+    page = [b for b in demo.blocks.values() if getattr(b, "page", None) == RATER_PATH]
+    assert page and not any(isinstance(b, gr.Tab) for b in page)
+    words = " ".join(
+        str(getattr(b, attr, "") or "") for b in page for attr in ("value", "label", "choices")
+    ).lower()
+    for name in ["magnet", "smollm", "llm2vec", "minilm", "zero-shot", "five-shot", "base model"]:
+        assert name not in words, name
+    assert "infill" not in words and "search" not in words
 
 
 def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
@@ -161,7 +218,8 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
     for dep in demo.fns.values():
         groups.setdefault(dep.name, set()).add(dep.concurrency_id)
     assert groups["infill"] == {"model"} and groups["continue_"] == {"model"}
-    assert groups["rate_submit"] == {"rating"} and groups["rate_load"] == {"rating"}
+    assert groups["rate_submit"] == {"rating"} and groups["load"] == {"rating"}
+    assert groups["rate_open"] == {"rating"} and groups["admin_login"] == {"rating"}
     assert demo._queue.max_size == 32
 
 

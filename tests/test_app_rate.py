@@ -5,6 +5,7 @@ export and backup."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -13,7 +14,10 @@ from app_fixtures import fake_request, make_app
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
+from annotation_db.questions import parse_questions
+from app import rater_page
 from app.handlers import MAX_LIKERT, MAX_OUTPUTS
+from app.rating_form import missing_answers
 
 SLOT = 4 + MAX_LIKERT  # group, title, highlighted, appropriate, Likert...
 HEAD = 4  # head, status, assignment id, item text
@@ -43,8 +47,13 @@ def small_study(app, questions=("appropriate", "likert:fluency", "preference", "
 def view_of(out: tuple) -> dict:
     slots = [out[HEAD + i * SLOT : HEAD + (i + 1) * SLOT] for i in range(MAX_OUTPUTS)]
     pref, comment, submit = out[HEAD + MAX_OUTPUTS * SLOT :]
-    return dict(head=out[0], status=out[1], aid=out[2], text=out[3], slots=slots, pref=pref,
-                comment=comment, submit=submit)  # fmt: skip
+    return dict(head=out[0], status=out[1], aid=out[2], text=out[3]["value"],
+                text_visible=out[3]["visible"], slots=slots, pref=pref, comment=comment,
+                submit=submit)  # fmt: skip
+
+
+def fills_of(markup: str) -> list[str]:
+    return re.findall(r'<mark class="fill"[^>]*>([^<]*)', markup)
 
 
 def answers(n_out: int, appropriate=("Yes", "No"), fluency=("4", "2")) -> list:
@@ -63,10 +72,15 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     shown = [s for s in v["slots"] if s[0]["visible"]]
     assert [s[1] for s in shown] == ["Output A", "Output B"]
     assert all(s[3]["visible"] and s[4]["visible"] and not s[5]["visible"] for s in shown)
-    assert v["pref"]["choices"] == ["A", "B", "tie", "all_bad"]
+    assert v["pref"]["choices"] == [
+        ("Output A", "A"),
+        ("Output B", "B"),
+        ("A tie", "tie"),
+        ("All are bad", "all_bad"),
+    ]  # people read words, the store gets the codes
     blob = json.dumps(rest, default=str)
     assert "magnet" not in blob and "zero-shot" not in blob  # nothing names a system
-    fills = [p for s in shown for p, lab in s[2] if lab]
+    fills = [f for s in shown for f in fills_of(s[2])]
     assert sorted(fills) == ["ran", "sat"]
 
     nxt = view_of(app.rate_submit(token, v["aid"], *answers(2), "A", "  looks fine "))
@@ -75,6 +89,7 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     assert rows[0].done == 1
     done = view_of(app.rate_submit(token, nxt["aid"], *answers(2), "tie", ""))
     assert "all done" in done["status"] and done["submit"]["visible"] is False
+    assert done["text_visible"] is False and done["comment"]["visible"] is False  # no empty box
     res, plot = app.admin_results(True, "pilot")
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
@@ -99,11 +114,40 @@ def test_rate_errors_are_readable(app):
         app.rate_open("")
     v = view_of(app.rate_open(token))
     missing = answers(2, appropriate=(None, "No"))
-    with pytest.raises(gr.Error, match="output A"):
+    with pytest.raises(gr.Error, match=r"Please answer: output A \(appropriate\?\)\."):
         app.rate_submit(token, v["aid"], *missing, "A", "")
+    with pytest.raises(gr.Error, match=r"output B \(fluency\) and which output is best\."):
+        app.rate_submit(token, v["aid"], *answers(2, fluency=("3", None)), None, "")
     with pytest.raises(gr.Error):
         app.rate_submit(token, v["aid"], *answers(2), "A", "x" * 3000)  # comment too long
     assert app.store.progress("pilot").judgments_done == 0
+
+
+def test_missing_answers_names_what_is_missing_in_one_sentence():
+    qs = parse_questions(["appropriate", "likert:fluency", "preference", "comment"])
+    full = {"A": {"appropriate": True, "fluency": 4}, "B": {"appropriate": False, "fluency": 2}}
+    assert missing_answers(qs, full, "A") is None
+    gaps = {"A": {"appropriate": None, "fluency": None}, "B": {"appropriate": True, "fluency": 1}}
+    assert missing_answers(qs, gaps, None) == (
+        "Please answer: output A (appropriate? and fluency) and which output is best."
+    )
+    assert missing_answers(parse_questions(["comment"]), {"A": {}}, None) is None
+
+
+def test_rater_page_shows_a_refusal_inline_and_keeps_every_answer(app):
+    token = small_study(app)
+    v = view_of(app.rate_open(token))
+    n_view = len(app.rate_open(token))
+    submit = rater_page._inline(app.rate_submit, n_view)
+    out = submit(token, v["aid"], *answers(2, appropriate=("Yes", None)), "A", "my note")
+    message, rest = out[0], out[1:]
+    assert message.count("Please answer") == 1 and "output B (appropriate?)" in message
+    assert 'role="alert"' in message and len(rest) == n_view
+    assert all(x == gr.skip() for x in rest)  # nothing the rater entered is reset
+    assert app.store.progress("pilot").judgments_done == 0
+    ok = submit(token, v["aid"], *answers(2), "A", "")
+    assert ok[0] == "" and view_of(ok[1:])["status"].startswith("1 of 2")
+    assert submit.__name__ == "rate_submit"
 
 
 def test_rate_load_without_token_asks_for_one(app):
@@ -115,10 +159,12 @@ def test_rate_load_without_token_asks_for_one(app):
 
 
 def test_admin_login_and_every_admin_call_needs_it(app):
-    ok, panel, msg = app.admin_login("wrong")
+    ok, panel, msg, studies = app.admin_login("wrong")
     assert ok is False and panel["visible"] is False and msg == "Wrong password."
-    ok, panel, _ = app.admin_login("s3cret")
-    assert ok is True and panel["visible"] is True
+    assert studies == gr.skip()  # nothing else is touched: no second error
+    small_study(app)
+    ok, panel, _, studies = app.admin_login("s3cret")
+    assert ok is True and panel["visible"] is True and studies["choices"] == ["pilot"]
     for call in (
         lambda: app.admin_studies(False),
         lambda: app.admin_progress(False, "pilot"),
@@ -147,7 +193,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     msg, dropdown = app.admin_create(
         True, "study1", str(items), 10, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
     )
-    assert msg.startswith("Created study 'study1': 3 items (1 attention checks)")
+    assert msg.startswith("Created study 'study1': 3 items (1 attention check), systems MAGNET")
     assert dropdown["value"] == "study1"
     created, outputs = app.store.items("study1")
     regular = [o for o in outputs if not o.gold_role]
@@ -158,7 +204,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
 
     links = app.admin_invite(True, "study1", "Ann\n\nBob\n", fake_request())
     assert [r[0] for r in links] == ["Ann", "Bob"]
-    assert all(r[1].startswith("http://demo.test:7860/?token=") for r in links)
+    assert all(r[1].startswith("http://demo.test:7860/rate?token=") for r in links)
     token = links[0][1].split("token=")[1]
     for n in (1, 2):  # two items: at least one is not the (single) attention check
         v = view_of(app.rate_open(token))
@@ -188,6 +234,19 @@ def test_admin_create_rejects_bad_requests(app, engine, tmp_path):
     plain = make_app(tmp_path / "p", tiny_engine(adapters=False))
     with pytest.raises(gr.Error, match="unavailable"):
         plain.admin_create(True, "x", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+
+
+def test_a_duplicate_study_name_is_refused_before_any_output_is_generated(app, monkeypatch):
+    from app import studies
+
+    small_study(app)
+
+    def no_generation(*a, **k):
+        raise AssertionError("outputs were generated for a name that is taken")
+
+    monkeypatch.setattr(studies, "generate_outputs", no_generation)
+    with pytest.raises(gr.Error, match="named 'pilot' already exists"):
+        app.admin_create(True, " pilot ", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
 
 
 def test_builtin_items_blank_a_span_of_held_out_wikipedia():

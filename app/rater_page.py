@@ -1,0 +1,98 @@
+"""The rater's page (/rate?token=...): the study's instructions, one item, its questions and
+progress; nothing else.
+
+Invite links open this page, not the demo: no demo tabs, no model or system names, so a rater
+neither has to find a tab nor sees which system wrote what. It is a page of the same Gradio
+app (one queue, the rating concurrency group) and calls the Rate handlers of MagnetApp; the
+only thing it adds is that a refused submission shows one inline sentence and keeps every
+answer, instead of an error overlay on each field.
+"""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from .handlers import MAX_LIKERT, MAX_OUTPUTS, RATER_PATH, MagnetApp
+
+RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind the model
+# Old invite links (/?token=...) open the demo page: send them here, keeping the token.
+REDIRECT_JS = f"""() => {{
+  const t = new URLSearchParams(window.location.search).get('token');
+  if (t) {{
+    const base = window.location.pathname.replace(/\\/+$/, '');
+    window.location.replace(base + '/{RATER_PATH}?token=' + encodeURIComponent(t));
+  }}
+}}"""
+
+
+def _message(text: str) -> str:
+    return f'<div class="rate-msg" role="alert">{html.escape(text)}</div>' if text else ""
+
+
+def _inline(fn, n_view: int):
+    """fn's outputs with an empty message first; a refusal (gr.Error) becomes the message and
+    leaves every field as the rater left it."""
+
+    def run(*args):
+        try:
+            return (_message(""), *fn(*args))
+        except gr.Error as e:
+            return (_message(str(e.message)), *[gr.skip()] * n_view)
+
+    run.__name__ = fn.__name__  # the event keeps the handler's name (API, logs, tests)
+    return run
+
+
+def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
+    """The /rate page of demo (called after the demo's own layout, outside its context)."""
+    with demo.route("Rating", RATER_PATH, show_in_navbar=False):
+        gr.Navbar(visible=False)
+        gr.Markdown(
+            "# Rating\nRead the text with its blank, then answer the questions about each "
+            "filled-in version. Items come one at a time; you can stop and come back later "
+            "with the same link."
+        )
+        with gr.Row(visible=True, elem_id="rate-token-row") as token_row:
+            token = gr.Textbox(label="Invite token", type="password", scale=3, elem_id="rate-token")
+            open_btn = gr.Button("Open", scale=1, elem_id="rate-open")
+        head = gr.Textbox(label="Study and instructions", interactive=False, lines=3)
+        status = gr.Markdown(elem_id="rate-status")
+        assignment = gr.State(None)
+        item_text = gr.Textbox(label="Text with a blank", interactive=False, lines=3)
+        slots, answers = [], []
+        for _ in range(MAX_OUTPUTS):
+            with gr.Group(visible=False) as group:
+                title = gr.Markdown()
+                shown = gr.HTML(elem_classes="filled-box")
+                appropriate = gr.Radio(["Yes", "No"], label="Appropriate?", visible=False)
+                likerts = [gr.Radio([], visible=False) for _ in range(MAX_LIKERT)]
+            slots += [group, title, shown, appropriate, *likerts]
+            answers += [appropriate, *likerts]
+        preference = gr.Radio([], label="Which output is best?", visible=False)
+        comment = gr.Textbox(label="Comment (optional)", visible=False, max_length=2000)
+        message = gr.HTML(elem_id="rate-message")
+        submit = gr.Button(
+            "Submit and next", variant="primary", visible=False, elem_id="rate-submit"
+        )
+        view = [head, status, assignment, item_text, *slots, preference, comment, submit]
+
+        def load(token_box: str | None, request: gr.Request):
+            out = _inline(app.rate_load, 1 + len(view))(token_box, request)
+            opened = not out[0] and bool(out[1])  # a token that opened a session
+            return (*out, gr.update(visible=not opened))
+
+        demo.load(load, inputs=token, outputs=[message, token, *view, token_row], **RATING)
+        open_btn.click(
+            _inline(app.rate_open, len(view)), inputs=token, outputs=[message, *view], **RATING
+        )
+        token.submit(
+            _inline(app.rate_open, len(view)), inputs=token, outputs=[message, *view], **RATING
+        )
+        submit.click(
+            _inline(app.rate_submit, len(view)),
+            inputs=[token, assignment, *answers, preference, comment],
+            outputs=[message, *view],
+            **RATING,
+        )

@@ -1,0 +1,79 @@
+"""What people read: filled texts as flowing HTML (user text escaped), labels instead of raw
+ids, counts in words, the model described in plain words.
+
+Pure functions of strings and numbers; no Gradio, no model math.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+# The answer codes a rater or visitor picks, in words (the stored value stays the code).
+CHOICE_LABELS = {"tie": "A tie", "all_bad": "All are bad"}
+# Question specs of the Admin tab, in words.
+QUESTION_LABELS = {
+    "appropriate": "Appropriate? (yes/no per output)",
+    "likert:fluency": "Fluency (1-5 per output)",
+    "likert:coherence": "Fit with the text after the blank (1-5 per output)",
+    "preference": "Which output is best",
+    "comment": "Comment (optional)",
+}
+
+
+def choice_label(code: str) -> str:
+    """'A' -> 'Output A', 'tie' -> 'A tie', 'all_bad' -> 'All are bad'."""
+    return CHOICE_LABELS.get(code, f"Output {code}")
+
+
+def choices(codes: Sequence[str]) -> list[tuple[str, str]]:
+    """(label, value) pairs for a gr.Radio: people read labels, handlers get the codes."""
+    return [(choice_label(c), c) for c in codes]
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """'1 passage', '2 passages', '1 attention check'."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def filled_html(pieces: Sequence[tuple[str, str | None]]) -> str:
+    """(text, label) pieces as one flowing paragraph: labelled pieces (the fills) are marked
+    inline and numbered when there are several; every piece is escaped, so markup a person
+    typed shows as text."""
+    n_fills = sum(1 for _, lab in pieces if lab)
+    out, k = [], 0
+    for text, label in pieces:
+        if not label:
+            out.append(html.escape(text))
+            continue
+        k += 1
+        body = html.escape(text) if text.strip() else "&#8203;"  # an empty fill stays visible
+        num = f'<sup class="fill-n">{k}</sup>' if n_fills > 1 else ""
+        out.append(f'<mark class="fill" title="blank {k}">{body}{num}</mark>')
+    return f'<p class="filled">{"".join(out)}</p>'
+
+
+def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | None) -> list:
+    """A blanked text with each marker replaced by its fill, the fills labelled; the whole
+    filled text, unlabelled, when the fills do not match the blanks."""
+    parts = text.split(marker)
+    if not fills or len(parts) != len(fills) + 1:
+        return [(filled, None)]
+    out: list[tuple[str, str | None]] = []
+    for k, fill in enumerate(fills):
+        out += [(parts[k], None), (fill, f"blank {k + 1}")]
+    out.append((parts[-1], None))
+    return [(p, lab) for p, lab in out if p or lab]
+
+
+def model_description(base_model: str, source: str, device: str) -> str:
+    """The base model in plain words: never a server path."""
+    if base_model == "embedded":
+        name = "SmolLM2-135M-Instruct (built in)"
+    elif Path(base_model).exists() or "/" not in base_model.strip("/") or base_model[:1] in "/.~":
+        name = Path(base_model or source).name or "a local model"
+    else:
+        name = base_model  # a Hub id such as meta-llama/Llama-2-7b-hf
+    where = "a GPU" if str(device).startswith("cuda") else "the CPU"
+    return f"{name}, on {where}"
