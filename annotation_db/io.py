@@ -167,6 +167,7 @@ def export_rows(store: AnnotationStore, study: str) -> list[dict[str, Any]]:
                 {
                     "study": st.name,
                     "rater_id": rater.id,
+                    "rater": rater.display_name,
                     "item_key": it.key,
                     "item_position": a.position,
                     "is_gold": it.is_gold,

@@ -29,6 +29,15 @@ from .stats import (
 )
 from .views import StudyProgress
 
+# Fewer judgments than this give no interval, only "not enough votes": a bootstrap over one or
+# two votes returns degenerate intervals such as [1, 1] that look certain and are not.
+MIN_N = 10
+
+
+def not_enough(n: float, min_n: int) -> str | None:
+    """The note shown instead of an interval below min_n judgments; None when there are enough."""
+    return None if n >= min_n else f"not enough votes for an interval (n = {n:g}, need {min_n})"
+
 
 @dataclass(frozen=True)
 class SystemResult:
@@ -45,16 +54,19 @@ class PairwiseResult:
     system_b: str
     n: float  # judgments comparing the two (a tie counts once)
     win_rate_a: float  # share won by a, ties counted half
-    low: float
-    high: float
+    low: float | None  # None below the minimum n (see note)
+    high: float | None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
 class BTScore:
     system: str
     score: float  # natural-log strength, mean 0 over systems; P(a beats b) = 1/(1+e^(b-a))
-    low: float
-    high: float
+    low: float | None  # None below the minimum n (see note)
+    high: float | None
+    n: int = 0  # preference judgments that showed this system
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,7 @@ class TimeStats:
 class StudyResults:
     study: str
     confidence: float
+    min_n: int  # below this many judgments: no interval, a note instead
     exclude_failing_share: float | None
     n_raters_included: int
     n_raters_excluded: int
@@ -127,6 +140,7 @@ def compute_results(
     n_resamples: int = 1000,
     seed: int = 0,
     bt_prior: float = 0.5,
+    min_n: int = MIN_N,
 ) -> StudyResults:
     from .store import _questions, _study_progress  # shared helpers, no import cycle at load
 
@@ -209,6 +223,8 @@ def compute_results(
             means = [float(np.mean(v)) for v in per_item.values()]
             ci = bootstrap_mean(means, confidence, max(n_resamples, 1000), seed)
             n_ratings = sum(len(v) for v in per_item.values())
+            if not_enough(n_ratings, min_n):  # no interval (None in JSON) from too few
+                ci = MeanCI(n_ratings, ci.mean, math.nan, math.nan)
             likert[q.name] = MeanCI(n_ratings, ci.mean, ci.low, ci.high)
         systems.append(SystemResult(name, n_outputs[name], len(rs), appr, likert))
 
@@ -235,6 +251,9 @@ def compute_results(
         else:  # all_bad says nothing about which is better
             continue
         contributions.append(m)
+    shown_in = np.zeros(S, dtype=int)  # preference judgments that showed each system
+    for m in contributions:
+        shown_in += (m.sum(axis=0) + m.sum(axis=1)) > 0
     pairwise, bt = [], []
     if contributions:
         pb = bootstrap_pairwise(
@@ -247,26 +266,32 @@ def compute_results(
         for i in range(S):
             for j in range(i + 1, S):
                 if pb.counts[i, j] > 0:
+                    note = not_enough(float(pb.counts[i, j]), min_n)
                     pairwise.append(
                         PairwiseResult(
                             system_names[i],
                             system_names[j],
                             float(pb.counts[i, j]),
                             float(pb.win_rate[i, j]),
-                            float(pb.win_low[i, j]),
-                            float(pb.win_high[i, j]),
+                            None if note else float(pb.win_low[i, j]),
+                            None if note else float(pb.win_high[i, j]),
+                            note,
                         )
                     )
         order = np.argsort(-pb.scores)
-        bt = [
-            BTScore(
-                system_names[i],
-                float(pb.scores[i]),
-                float(pb.scores_low[i]),
-                float(pb.scores_high[i]),
+        bt = []
+        for i in order:
+            note = not_enough(int(shown_in[i]), min_n)
+            bt.append(
+                BTScore(
+                    system_names[i],
+                    float(pb.scores[i]),
+                    None if note else float(pb.scores_low[i]),
+                    None if note else float(pb.scores_high[i]),
+                    int(shown_in[i]),
+                    note,
+                )
             )
-            for i in order
-        ]
 
     # -- agreement (Krippendorff's alpha over included raters)
     rater_ids = sorted({r.rater_id for r in ratings} | {a.rater_id for a in regular})
@@ -317,6 +342,7 @@ def compute_results(
     return StudyResults(
         study=study.name,
         confidence=confidence,
+        min_n=min_n,
         exclude_failing_share=exclude_failing_share,
         n_raters_included=len(raters) - len(excluded),
         n_raters_excluded=len(excluded),

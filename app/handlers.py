@@ -182,18 +182,22 @@ class MagnetApp:
         shown = state["shown"]
         if choice in "ABC" and "ABC".index(choice) >= len(shown):
             raise gr.Error(f"There is no output {choice}.", print_exception=False)
-        outs = [
-            OutputIn(
-                state["vote_id"],
-                o["system"],
-                o["text"],
-                o["fills"],
-                model=self.engine.loaded.source,
-                decoding=o["decoding"],
-                seed=o["seed"],
+        outs = []
+        for o in shown:
+            adapter = "magnet" if o["system"] == "magnet" else "base"
+            model, revision = studies.provenance(self.engine, adapter)
+            outs.append(
+                OutputIn(
+                    state["vote_id"],
+                    o["system"],
+                    o["text"],
+                    o["fills"],
+                    model=model,
+                    adapter_revision=revision,
+                    decoding=o["decoding"],
+                    seed=o["seed"],
+                )
             )
-            for o in shown
-        ]
         visitor = getattr(request, "session_hash", None) if request else None
         try:
             receipt = self.store.record_blind_vote(
@@ -706,7 +710,8 @@ def _rates_plot(res):
         [s.appropriate.share - s.appropriate.low for s in rows],
         [s.appropriate.high - s.appropriate.share for s in rows],
     ]
-    ax.bar([TITLES.get(s.system, s.system) for s in rows], shares, yerr=err, capsize=4)
+    names = [f"{TITLES.get(s.system, s.system)}\nn = {s.appropriate.n}" for s in rows]
+    ax.bar(names, shares, yerr=err, capsize=4)
     ax.set_ylim(0, 1)
     ax.set_ylabel("judged appropriate")
     fig.tight_layout()

@@ -17,6 +17,7 @@ import time
 import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore
+from annotation_db.results import MIN_N
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.settings import ModelSpec, add_model_args
@@ -218,7 +219,7 @@ def _admin_tab(app: MagnetApp) -> None:
             n_gold = gr.Slider(0, 10, value=2, step=1, label="Attention checks")
             span = gr.Slider(1, app.settings.max_span_tokens, value=12, step=1, label="Max span")
         systems = gr.CheckboxGroup(
-            list(INFILL_SYSTEMS), value=list(INFILL_SYSTEMS), label="Systems"
+            [(TITLES[s], s) for s in INFILL_SYSTEMS], value=list(INFILL_SYSTEMS), label="Systems"
         )
         questions = gr.CheckboxGroup(
             QUESTION_CHOICES, value=["appropriate", "preference"], label="Questions"
@@ -240,7 +241,9 @@ def _admin_tab(app: MagnetApp) -> None:
         prog_rows = gr.Dataframe(
             headers=["rater", "done", "open", "remaining", "checks", "failed"], interactive=False
         )
-        results_json = gr.JSON(label="Results")
+        results_json = gr.JSON(
+            label=f"Results (n with every number; an interval from {MIN_N} judgments on)"
+        )
         results_plot = gr.Plot(label="Judged appropriate (95% interval)")
         with gr.Row():
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Export format")

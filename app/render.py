@@ -67,13 +67,20 @@ def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | Non
     return [(p, lab) for p, lab in out if p or lab]
 
 
-def model_description(base_model: str, source: str, device: str) -> str:
-    """The base model in plain words: never a server path."""
+def model_name(base_model: str, source: str) -> str:
+    """The base model's name: the built-in one's, a Hub id, or a local folder's or file's
+    name (never the path on the server)."""
     if base_model == "embedded":
-        name = "SmolLM2-135M-Instruct (built in)"
-    elif Path(base_model).exists() or "/" not in base_model.strip("/") or base_model[:1] in "/.~":
-        name = Path(base_model or source).name or "a local model"
-    else:
-        name = base_model  # a Hub id such as meta-llama/Llama-2-7b-hf
+        return "SmolLM2-135M-Instruct"
+    local = Path(base_model).expanduser()
+    if local.exists() or base_model[:1] in "/.~" or base_model.count("/") != 1:
+        return local.name or Path(source).name or "a local model"
+    return base_model  # a Hub id such as meta-llama/Llama-2-7b-hf
+
+
+def model_description(base_model: str, source: str, device: str) -> str:
+    """The base model in plain words, for the page's header."""
+    name = model_name(base_model, source)
+    built_in = " (built in)" if base_model == "embedded" else ""
     where = "a GPU" if str(device).startswith("cuda") else "the CPU"
-    return f"{name}, on {where}"
+    return f"{name}{built_in}, on {where}"

@@ -6,10 +6,14 @@ Text handling and bookkeeping only; the model calls go through the engine.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable, Sequence
 
 from annotation_db import ItemIn, OutputIn
+from magnet_model.adapter_meta import adapter_revision
 from magnet_model.engine import Engine, InfillResult
+
+from .render import model_name
 
 MARKER = "[blank]"
 INFILL_SYSTEMS = ("magnet", "zero-shot", "five-shot")
@@ -27,6 +31,13 @@ def blank_words(text: str, rng: random.Random, min_words: int = 2, max_words: in
     return blanked, original
 
 
+def _whole_sentences(text: str) -> bool:
+    """Begins like a sentence (a capital, a digit or a quote) and ends like one (. ! ? and
+    perhaps a closing quote or bracket): what a rater reads must not start with ': ' or stop
+    mid-sentence."""
+    return bool(re.match(r"[\"'(A-Z0-9]", text)) and bool(re.search(r"[.!?][\"')]?$", text))
+
+
 def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
     """n held-out Wikipedia passages, each with one span of 2-5 words blanked."""
     from magnet_model.data import wikipedia_paragraphs
@@ -37,7 +48,10 @@ def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
     rng.shuffle(paras)
     items: list[ItemIn] = []
     for para in paras:
-        made = blank_words(cut_passage(para, max_chars), rng)
+        passage = cut_passage(para, max_chars)
+        if not _whole_sentences(passage):
+            continue
+        made = blank_words(passage, rng)
         if made:
             items.append(ItemIn(f"wiki-{len(items) + 1}", made[0], [made[1]], "wikipedia"))
         if len(items) >= n:
@@ -59,14 +73,23 @@ def blank_uploaded(items: Sequence[ItemIn], seed: int = 0) -> list[ItemIn]:
     return out
 
 
-def _output(item: ItemIn, system: str, r: InfillResult, model: str, decoding: dict) -> OutputIn:
+def provenance(engine: Engine, adapter: str) -> tuple[str, str]:
+    """(model, adapter revision) stored with an output: the base model's name (no server
+    path), and the adapter with a hash of its weights ('base' for the base model alone)."""
+    model = model_name(engine.loaded.spec.base, engine.loaded.source)
+    where = engine.loaded.adapters.get(adapter)
+    return model, adapter if where is None else f"{adapter} {adapter_revision(where)}"
+
+
+def _output(item: ItemIn, system: str, r: InfillResult, engine: Engine, decoding: dict):
+    model, revision = provenance(engine, r.adapter)
     return OutputIn(
         item.key,
         system,
         r.filled,
         [s.text.strip() for s in r.spans],
         model=model,
-        adapter_revision=r.adapter,
+        adapter_revision=revision,
         decoding=decoding,
         seed=r.seed,
     )
@@ -88,7 +111,7 @@ def generate_outputs(
         for system, r in zip(systems, results, strict=True):
             if isinstance(r, Exception):
                 raise r
-            outputs.append(_output(item, system, r, engine.loaded.source, decoding))
+            outputs.append(_output(item, system, r, engine, decoding))
             done += 1
             if progress:
                 progress(done, total)

@@ -17,6 +17,7 @@ file adds what inference needs to use it the way it was trained:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,3 +76,21 @@ def load_meta(directory: str | Path) -> AdapterMeta | None:
         return AdapterMeta.from_dict(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as e:
         raise ModelLoadError(f"{path} is not a valid MAGNET adapter config ({e}).") from None
+
+
+def adapter_revision(where: str) -> str:
+    """Which adapter exactly: 'sha256:' + the first 12 hex digits of a local adapter's weights
+    (adapter_model.safetensors, or .bin), so an export tells two trainings apart; a Hub id as
+    given (the Hub keeps its revisions); 'unknown' when no weights file is found."""
+    local = Path(where).expanduser()
+    if not local.exists():
+        return where
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        f = local / name
+        if f.is_file():
+            digest = hashlib.sha256()
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            return "sha256:" + digest.hexdigest()[:12]
+    return "unknown"

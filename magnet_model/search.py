@@ -37,7 +37,8 @@ MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 MAX_PASSAGES = 2000
 MAX_PASSAGE_CHARS = 2000
 MINILM = "all-MiniLM-L6-v2"
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# a sentence ends after . ! or ?, but not after an initial ("C. S. Lewis")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")
 
 
 class CorpusError(InputError):

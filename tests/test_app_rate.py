@@ -258,6 +258,45 @@ def test_builtin_items_blank_a_span_of_held_out_wikipedia():
         assert it.text.count(MARKER) == 1 and 2 <= len(it.original[0].split()) <= 5
 
 
+def test_builtin_items_are_whole_sentences():
+    """No item starts with ': ' or stops after an initial such as 'C. S.'."""
+    from app.studies import builtin_items
+    from magnet_model.search import cut_passage
+
+    for it in builtin_items(40):
+        assert re.match(r"[\"'(A-Z0-9]", it.text), it.text[:40]
+        assert re.search(r"[.!?][\"')]?$", it.text) and not re.search(r" [A-Z]\.$", it.text)
+    text = "He read a book by C. S. Lewis on the train. Then he slept for a long time."
+    assert cut_passage(text, 50) == "He read a book by C. S. Lewis on the train."
+
+
+def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_path, monkeypatch):
+    import csv
+    import hashlib
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights")
+    monkeypatch.setitem(app.engine.loaded.adapters, "magnet", str(adapter))
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"key": "a", "text": "the cat [blank] on the mat ."}))
+    app.admin_create(True, "prov", str(items), 1, ["magnet", "zero-shot"], ["appropriate"], 1, 0,
+                     "", 2)  # fmt: skip
+    (link,) = app.admin_invite(True, "prov", "Grace Hopper", fake_request())
+    token = link[1].split("token=")[1]
+    v = view_of(app.rate_open(token))
+    app.rate_submit(token, v["aid"], *answers(2), None, "")
+    exported = Path(app.admin_export(True, "prov", "csv")).read_text(encoding="utf-8")
+    rows = list(csv.DictReader(exported.splitlines()))
+    digest = hashlib.sha256(b"weights").hexdigest()[:12]
+    assert {r["rater"] for r in rows} == {"Grace Hopper"}
+    assert {r["system"]: r["adapter_revision"] for r in rows} == {
+        "magnet": f"magnet sha256:{digest}",
+        "zero-shot": "base",
+    }
+    assert all("/" not in r["model"] and r["model"] for r in rows)  # a name, not a path
+
+
 def test_a_study_wider_than_the_page_says_so_instead_of_hiding_outputs(app):
     items = [ItemIn("i0", "the cat [blank] on the mat .", ["sat"])]
     systems = [f"s{k}" for k in range(MAX_OUTPUTS + 1)]

@@ -105,7 +105,12 @@ def _study(db: Path) -> str:
             OutputIn("i1", "zero-shot", "the cat ran on the mat .", ["ran"]),
         ]
         store.create_study("e2e", [item], outs, questions=["appropriate", "preference"])
-        return store.invite("e2e", "Browser rater").token
+        return store.invite("e2e", "Browser rater").token, store.invite("e2e", "Phone rater").token
+
+
+# Words a rater's page must not show: the demo's tabs, the models and the systems.
+NOT_ON_RATER_PAGE = ["infill", "continue", "search", "admin", "magnet", "zero-shot",
+                     "five-shot", "llm2vec", "minilm", "smollm", "base model"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +119,7 @@ def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     paths = _save_tiny_model(tmp / "model")
     db = tmp / "db.sqlite3"
-    token = _study(db)
+    token, phone_token = _study(db)
     port = _free_port()
     env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
     env["PYTHONPATH"] = str(ROOT)
@@ -138,7 +143,7 @@ def served(tmp_path_factory):
                     pytest.fail(f"the app was not ready in 180 s: {(tmp / 'app.log').read_text()}")
                 time.sleep(0.5)
         print(f"app ready after {time.perf_counter() - t0:.1f} s")
-        yield {"url": url, "db": db, "token": token, "tmp": tmp}
+        yield {"url": url, "db": db, "token": token, "phone_token": phone_token, "tmp": tmp}
     finally:
         proc.terminate()
         try:
@@ -149,15 +154,39 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(served):
+def browser(served):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=_browser_path(), args=BROWSER_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.set_default_timeout(TIMEOUT_MS)
-        yield pg
-        browser.close()
+        b = p.chromium.launch(executable_path=_browser_path(), args=BROWSER_ARGS)
+        yield b
+        b.close()
+
+
+def _new_page(browser, width: int, height: int, mobile: bool = False):
+    pg = browser.new_page(
+        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile
+    )
+    pg.set_default_timeout(TIMEOUT_MS)
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    return _new_page(browser, 1400, 1000)
+
+
+@pytest.fixture(scope="module")
+def phone(browser):
+    return _new_page(browser, 390, 844, mobile=True)
+
+
+def _open_tab(page, name: str) -> None:
+    """A tab by name; on a phone the last tabs sit in an overflow menu."""
+    tab = page.get_by_role("tab", name=name)
+    if tab.count() == 0 or not tab.first.is_visible():
+        page.locator(".overflow-menu button, button.overflow-menu").first.click()
+    page.get_by_role("tab", name=name).first.click()
 
 
 def _shot(page, name: str) -> None:
@@ -180,7 +209,7 @@ def test_end_to_end_in_chromium(served, page):
     cols = page.locator(".infill-col")
     expect(cols).to_have_count(3)
     for i in range(3):
-        expect(cols.nth(i)).to_contain_text(" tokens · ", timeout=TIMEOUT_MS)
+        expect(cols.nth(i)).to_contain_text("done after", timeout=TIMEOUT_MS)
         expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
     assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
     _shot(page, "infill")
@@ -205,16 +234,31 @@ def test_end_to_end_in_chromium(served, page):
     assert page.locator("table i:text('fire')").count() == 0
     _shot(page, "search")
 
-    # Rate through the invite link; the rating must land in the database.
+    # An invite link (the old /?token= form too) opens the rater-only page.
     page.goto(f"{served['url']}/?token={served['token']}")
-    page.get_by_role("tab", name="Rate").click()
+    page.wait_for_url(re.compile(r"/rate\?token="), timeout=TIMEOUT_MS)
     expect(page.get_by_text("Output B")).to_be_visible(timeout=TIMEOUT_MS)
-    for label in page.locator("label:visible", has_text="Yes").all():
-        label.click()
-    page.locator("label:visible", has_text="tie").first.click()
+    assert page.get_by_role("tab").count() == 0
+    body = page.locator("body").inner_text().lower()
+    assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
+    assert "browser rater" in body and "0 of 1 done" in body
+    # One answer missing: one inline sentence, no error overlay, answers kept, page usable.
+    page.locator("label:visible", has_text="Yes").first.click()
+    page.locator("#rate-submit").click()
+    msg = page.locator("#rate-message")
+    expect(msg).to_contain_text("Please answer: output B (appropriate?) and which output is best")
+    expect(page.get_by_text("Please answer")).to_have_count(1)
+    assert page.locator(".toast-body:visible").count() == 0
+    assert page.get_by_text("Error", exact=True).count() == 0
+    assert page.locator("input[type=radio]:checked").count() == 1  # the answer given is kept
+    _shot(page, "rate-missing-answer")
+    page.locator("label:visible", has_text="Yes").nth(1).click()
+    page.locator("label:visible", has_text="A tie").first.click()
     _shot(page, "rate")
     page.locator("#rate-submit").click()
     expect(page.get_by_text("all done")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(msg).to_have_text("")
+    _shot(page, "rate-done")
     with AnnotationStore(path=served["db"]) as store:
         prog = store.progress("e2e")
         assert prog.judgments_done == 1 and prog.raters[0].display_name == "Browser rater"
@@ -224,8 +268,47 @@ def test_end_to_end_in_chromium(served, page):
             "zero-shot": 1.0,
         }
 
+    page.goto(served["url"])
     page.get_by_role("tab", name="Admin").click()
+    page.get_by_label("Admin password").fill("nope")
+    page.get_by_label("Admin password").press("Enter")  # Enter logs in
+    expect(page.get_by_text("Wrong password.")).to_be_visible()
+    page.wait_for_timeout(1000)
+    assert page.locator(".toast-body:visible").count() == 0  # only "Wrong password."
     page.get_by_label("Admin password").fill("pw")
-    page.get_by_role("button", name="Log in").click()
+    page.get_by_label("Admin password").press("Enter")
     expect(page.get_by_text("New study")).to_be_visible()
     _shot(page, "admin")
+
+
+def test_phone_width_infill_search_and_rater_page(served, phone):
+    """390 px wide: the filled text flows and wraps at word edges, the search tables stack,
+    and the rater page is the whole page."""
+    from playwright.sync_api import expect
+
+    phone.goto(served["url"])
+    phone.locator("#infill-text textarea").fill(
+        "Wellington is the capital of New Zealand and [blank] at the southern tip of the island."
+    )
+    phone.locator("#infill-run").click()
+    expect(phone.locator(".infill-col").first).to_contain_text("done after", timeout=TIMEOUT_MS)
+    paragraphs = phone.locator(".infill-col p.filled")
+    expect(paragraphs).to_have_count(3)
+    assert phone.locator(".infill-col p.filled mark.fill").count() == 3  # inline, one per column
+    # no word is broken across lines: the paragraph wraps at spaces only
+    assert paragraphs.first.evaluate("e => getComputedStyle(e).wordBreak") == "normal"
+    _shot(phone, "infill-phone")
+
+    _open_tab(phone, "Search")
+    phone.get_by_label("Query").fill("the bird flew")
+    phone.locator("#search-run").click()
+    note = phone.get_by_label("Corpus and timing")
+    expect(note).to_have_value(re.compile(r"passages; top 5"), timeout=TIMEOUT_MS)
+    _shot(phone, "search-phone")
+
+    phone.goto(f"{served['url']}/rate?token={served['phone_token']}")
+    expect(phone.get_by_text("Output B")).to_be_visible(timeout=TIMEOUT_MS)
+    assert phone.get_by_role("tab").count() == 0
+    body = phone.locator("body").inner_text().lower()
+    assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
+    _shot(phone, "rate-phone")

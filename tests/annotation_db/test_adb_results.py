@@ -131,3 +131,31 @@ def test_results_of_an_empty_study(store):
     assert all(a.alpha is None for a in res.agreement)
     assert res.time_per_item.n == 0 and res.progress.share_done == 0.0
     json.dumps(res.to_dict())
+
+
+def test_one_vote_gives_n_and_a_note_not_a_certain_looking_interval(store):
+    """One arena vote once showed a pairwise interval [1, 1] and a degenerate Bradley-Terry
+    interval; below the minimum n there is the n and a note, no interval."""
+    outs = [OutputIn("v1", s, f"the cat {s} .", [s]) for s in ("good", "bad")]
+    store.record_blind_vote("the cat ___ .", outs, "A", vote_id="v1")
+    res = store.results("arena")
+    (pw,) = res.pairwise
+    assert pw.n == 1.0 and pw.low is None and pw.high is None
+    assert pw.note == "not enough votes for an interval (n = 1, need 10)"
+    assert [(b.n, b.low, b.high) for b in res.bradley_terry] == [(1, None, None)] * 2
+    assert all(b.note.startswith("not enough votes") for b in res.bradley_terry)
+    d = res.to_dict()
+    assert d["min_n"] == 10 and d["pairwise"][0]["low"] is None
+    enough = store.results("arena", min_n=1)
+    assert enough.pairwise[0].low is not None and enough.bradley_terry[0].note is None
+
+
+def test_designed_data_has_enough_votes_for_intervals(store):
+    _study(store)
+    for inv in store.invite_many("designed", ["c1", "c2", "c3"]):
+        _rate(store, inv.token)
+    res = store.results("designed", n_resamples=200)
+    (pw,) = res.pairwise
+    assert pw.note is None and pw.low <= pw.win_rate_a <= pw.high
+    assert all(b.n == 18 and b.note is None and b.low <= b.high for b in res.bradley_terry)
+    assert all(s.likert["fluency"].low is not None for s in res.systems)
