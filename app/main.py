@@ -64,6 +64,7 @@ CSS = """
 .filled-box { padding: 0.5em 0.75em; }
 .rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
 .search-table table th { white-space: nowrap; }
+.nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 """
 INSERT_BLANK_JS = f"""(t) => {{
   const el = document.querySelector('#infill-text textarea');
@@ -124,6 +125,7 @@ def _infill_tab(app: MagnetApp) -> None:
         app.infill,
         inputs=[text, *decoding, max_span, blind],
         outputs=[*outputs, state, vote_row, reveal],
+        show_progress_on=outputs[1::3],  # on the filled texts only
         api_name="infill",
         **MODEL,
     )
@@ -185,7 +187,7 @@ def _search_tab(app: MagnetApp) -> None:
                             wrap=True,
                             max_height=420,
                             interactive=False,
-                            column_widths=["2.5em", "5em", "auto"],
+                            column_widths=["12%", "21%", "67%"],
                             elem_classes="search-table",
                         )
                     )
@@ -287,7 +289,6 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     loaded = app.engine.loaded
     model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
     with gr.Blocks(title="MAGNET") as demo:
-        gr.Navbar(visible=False)
         gr.Markdown(
             "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
             f"and embeds sentences. Base model: {model}; adapters: {adapters}."

@@ -48,7 +48,6 @@ def _inline(fn, n_view: int):
 def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
     """The /rate page of demo (called after the demo's own layout, outside its context)."""
     with demo.route("Rating", RATER_PATH, show_in_navbar=False):
-        gr.Navbar(visible=False)
         gr.Markdown(
             "# Rating\nRead the text with its blank, then answer the questions about each "
             "filled-in version. Items come one at a time; you can stop and come back later "

@@ -245,3 +245,14 @@ def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
     app = make_app(tmp_path, loaded)
     app.unavailable = unavailable
     assert "magnet" in app.availability("magnet") and "/nope/llm2vec" in app.availability("llm2vec")
+
+
+def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
+    demo = build_demo(make_app(tmp_path, engine))
+    (search,) = [dep for dep in demo.fns.values() if dep.name == "search"]
+    assert [b.label for b in search.show_progress_on] == ["Corpus and timing"]
+    tables = [b for b in search.outputs if isinstance(b, gr.Dataframe)][:4]
+    assert [t.label for t in tables] == [TITLES[s] for s in ("magnet", "minilm", "base", "llm2vec")]
+    assert all(t.headers == ["#", "cosine", "passage"] for t in tables)
+    rows = {id(t.parent.parent) for t in tables}  # column -> row: two rows of two
+    assert len(rows) == 2
