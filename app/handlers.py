@@ -3,8 +3,8 @@
 Every handler is a method of MagnetApp (the services of one process: the engine, the
 annotation store, the search encoders), so tests call exactly what Gradio calls. Errors of the
 two libraries become gr.Error with their one-sentence message; no traceback reaches a visitor.
-Everything a user typed or uploaded goes to Textbox / HighlightedText / Dataframe values
-(rendered as text by the browser), never into Markdown or HTML.
+Everything a user typed or uploaded goes to Textbox / Dataframe values (rendered as text by
+the browser), or into HTML only escaped (render.filled_html); never into Markdown.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
 from annotation_db import read_items as read_item_file
+from annotation_db.results import not_enough
 from magnet_model import search
 from magnet_model.engine import END_REASONS, Engine
 from magnet_model.errors import MagnetError
@@ -547,13 +548,14 @@ class MagnetApp:
         return summary, rows
 
     def admin_results(self, authorized: bool, study: str) -> tuple:
-        """-> (results as JSON, a plot of the appropriate share per system with intervals)."""
+        """-> (a table with n on every row, the results as JSON, a plot of the appropriate
+        share per system with intervals)."""
         self._admin(authorized)
         try:
             res = self.store.results(study)
         except AnnotationError as e:
             raise _error(e) from None
-        return res.to_dict(), _rates_plot(res)
+        return _results_rows(res), res.to_dict(), _rates_plot(res)
 
     def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
         self._admin(authorized)
@@ -692,6 +694,38 @@ def _base_url(request: gr.Request | None) -> str:
     host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
     proto = headers.get("x-forwarded-proto") or "http"
     return f"{proto}://{host}"
+
+
+def _interval(low, high, note: str | None, fmt: str) -> str:
+    """'[low, high]', or the note that stands where there are too few judgments."""
+    if note or low is None or high is None or low != low:  # NaN: no interval
+        return note or "no interval"
+    return f"[{fmt.format(low)}, {fmt.format(high)}]"
+
+
+def _results_rows(res) -> list[list]:
+    """[what, n, estimate, 95% interval] for every number of a study's results, in words;
+    below the minimum n the interval column says "not enough votes"."""
+    rows: list[list] = []
+    for s in res.systems:
+        title = TITLES.get(s.system, s.system)
+        if s.appropriate is not None:
+            a = s.appropriate
+            iv = _interval(a.low, a.high, None, "{:.0%}") if a.n else "no ratings yet"
+            rows.append([f"{title}: judged appropriate", a.n, f"{a.share:.0%}", iv])
+        for q, m in s.likert.items():
+            iv = _interval(m.low, m.high, not_enough(m.n, res.min_n), "{:.2f}")
+            mean = f"{m.mean:.2f}" if m.n else "–"
+            rows.append([f"{title}: {q.replace('_', ' ')} (mean)", m.n, mean, iv])
+    for p in res.pairwise:
+        a, b = TITLES.get(p.system_a, p.system_a), TITLES.get(p.system_b, p.system_b)
+        iv = _interval(p.low, p.high, p.note, "{:.0%}")
+        rows.append([f"{a} beats {b} (ties count half)", p.n, f"{p.win_rate_a:.0%}", iv])
+    for b in res.bradley_terry:
+        title = TITLES.get(b.system, b.system)
+        iv = _interval(b.low, b.high, b.note, "{:+.2f}")
+        rows.append([f"{title}: Bradley–Terry strength", b.n, f"{b.score:+.2f}", iv])
+    return rows
 
 
 def _rates_plot(res):

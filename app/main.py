@@ -243,9 +243,13 @@ def _admin_tab(app: MagnetApp) -> None:
         prog_rows = gr.Dataframe(
             headers=["rater", "done", "open", "remaining", "checks", "failed"], interactive=False
         )
-        results_json = gr.JSON(
-            label=f"Results (n with every number; an interval from {MIN_N} judgments on)"
+        results_table = gr.Dataframe(
+            headers=["result", "n", "estimate", "95% interval"],
+            label=f"Results (an interval from {MIN_N} judgments on)",
+            interactive=False,
+            wrap=True,
         )
+        results_json = gr.JSON(label="All results (JSON)")
         results_plot = gr.Plot(label="Judged appropriate (95% interval)")
         with gr.Row():
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Export format")
@@ -274,7 +278,7 @@ def _admin_tab(app: MagnetApp) -> None:
     results_btn.click(
         app.admin_results,
         inputs=[authorized, study],
-        outputs=[results_json, results_plot],
+        outputs=[results_table, results_json, results_plot],
         **RATING,
     )
     export.click(app.admin_export, inputs=[authorized, study, fmt], outputs=files, **RATING)

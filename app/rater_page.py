@@ -77,12 +77,13 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
         )
         view = [head, status, assignment, item_text, *slots, preference, comment, submit]
 
-        def load(token_box: str | None, request: gr.Request):
+        def rate_page_load(token_box: str | None, request: gr.Request):
             out = _inline(app.rate_load, 1 + len(view))(token_box, request)
             opened = not out[0] and bool(out[1])  # a token that opened a session
             return (*out, gr.update(visible=not opened))
 
-        demo.load(load, inputs=token, outputs=[message, token, *view, token_row], **RATING)
+        page_view = [message, token, *view, token_row]
+        demo.load(rate_page_load, inputs=token, outputs=page_view, **RATING)
         open_btn.click(
             _inline(app.rate_open, len(view)), inputs=token, outputs=[message, *view], **RATING
         )

@@ -218,7 +218,7 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
     for dep in demo.fns.values():
         groups.setdefault(dep.name, set()).add(dep.concurrency_id)
     assert groups["infill"] == {"model"} and groups["continue_"] == {"model"}
-    assert groups["rate_submit"] == {"rating"} and groups["load"] == {"rating"}
+    assert groups["rate_submit"] == {"rating"} and groups["rate_page_load"] == {"rating"}
     assert groups["rate_open"] == {"rating"} and groups["admin_login"] == {"rating"}
     assert demo._queue.max_size == 32
 

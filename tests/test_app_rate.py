@@ -90,10 +90,19 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     done = view_of(app.rate_submit(token, nxt["aid"], *answers(2), "tie", ""))
     assert "all done" in done["status"] and done["submit"]["visible"] is False
     assert done["text_visible"] is False and done["comment"]["visible"] is False  # no empty box
-    res, plot = app.admin_results(True, "pilot")
+    table, res, plot = app.admin_results(True, "pilot")
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
     assert plot.axes[0].get_ylim() == (0, 1)
+    rows = {r[0]: r[1:] for r in table}  # n on every row; two votes: no interval
+    assert [rows[f"{t}: judged appropriate"][0] for t in ("MAGNET", "Base, zero-shot prompt")] == [
+        2,
+        2,
+    ]
+    n, won, interval = rows["MAGNET beats Base, zero-shot prompt (ties count half)"]
+    assert n == 2.0 and won in ("75%", "25%")  # A chosen once, then a tie
+    assert interval == "not enough votes for an interval (n = 2, need 10)"
+    assert rows["MAGNET: fluency (mean)"][2].startswith("not enough votes")
     out = app.admin_export(True, "pilot", "jsonl")
     lines = [json.loads(x) for x in Path(out).read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 4 and {r["comment"] for r in lines} == {"looks fine", None}
@@ -213,7 +222,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         summary, raters = app.admin_progress(True, "study1")
         assert "judgments" in summary and raters[0][:2] == ["Ann", n]
     regular_rated = raters[0][1] - raters[0][4]  # done minus attention checks done
-    res, plot = app.admin_results(True, "study1")
+    table, res, plot = app.admin_results(True, "study1")
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
     csv_path = app.admin_export(True, "study1", "csv")

@@ -280,6 +280,11 @@ def test_end_to_end_in_chromium(served, page):
     page.get_by_label("Admin password").press("Enter")
     expect(page.get_by_text("New study")).to_be_visible()
     _shot(page, "admin")
+    page.get_by_role("button", name="Results", exact=True).click()  # study e2e: one vote
+    expect(
+        page.get_by_text("not enough votes for an interval (n = 1, need 10)").first
+    ).to_be_visible()
+    _shot(page, "admin-results")
 
 
 def test_phone_width_infill_search_and_rater_page(served, phone):
