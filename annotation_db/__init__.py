@@ -24,7 +24,7 @@ from .errors import (
     UnsupportedError,
 )
 from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
-from .io import export_rows, read_items, read_outputs, write_items
+from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
 from .results import StudyResults
 from .schema import ARENA_SEEN_UNBLINDED
@@ -90,6 +90,7 @@ __all__ = [
     "preference",
     "read_items",
     "read_outputs",
+    "safe_file_stem",
     "sqlite_url",
     "write_items",
 ]

@@ -379,6 +379,21 @@ class AnnotationStore:
 
         return self._write(fn, integrity_retries=3)
 
+    def rater_item(self, token: str, assignment_id: int) -> RaterItem:
+        """One of this rater's items by its ``assignment_id``, answered or not, as it was shown
+        (same labels and order), e.g. to read answers given for the item a page displayed."""
+        if isinstance(assignment_id, bool) or not isinstance(assignment_id, int):
+            raise InvalidInputError(f"assignment_id must be an integer, got {assignment_id!r}")
+
+        def fn(s: Session) -> RaterItem:
+            rater, study = _rater_by_token(s, token)
+            a = s.get(Assignment, assignment_id)
+            if a is None or a.rater_id != rater.id:
+                raise NotAssignedError(f"item {assignment_id} is not assigned to you")
+            return _rater_item(s, a, study)
+
+        return self.db.read(fn)
+
     def _allocate(self, s: Session, rater: Rater, study: Study) -> Assignment | None:
         """Give the rater one more item: every attention check once, regular items until each
         has ``raters_per_item`` raters, least-covered first, in the rater's own random order."""
