@@ -65,6 +65,7 @@ BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
 MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
 VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
 STATUS_CHOICES = ("open", "closed", "draft")
+BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
 
 
@@ -85,7 +86,8 @@ class MagnetApp:
         default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
     )
     downloads: PrivateDownloads = field(default_factory=PrivateDownloads)
-    # per browser session: digests of the texts it has seen filled with the system names shown
+    # per browser session and per client address: digests of the texts seen filled with the
+    # system names shown (a blind vote on one of them is flagged)
     shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
 
     # ---------------------------------------------------------------- shared checks
@@ -150,21 +152,28 @@ class MagnetApp:
             )
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
         if decoding["do_sample"] or blind:
-            # A blind comparison is always sampled with a seed nobody sees: greedy output (or a
-            # chosen seed) could be rerun with the names shown, and would give the names away.
             decoding.update(
                 do_sample=True,
                 temperature=float(temperature),
                 top_p=float(top_p),
-                seed=None if blind else _seed(seed),
+                seed=_seed(seed),
             )
-        session = _session(request)
+        if blind:
+            # A blind comparison is always sampled, not too close to greedy, with a seed nobody
+            # sees: greedy output (or a chosen seed) could be rerun with the names shown.
+            decoding.update(
+                temperature=max(decoding["temperature"], BLIND_MIN_TEMPERATURE),
+                top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
+                seed=None,
+            )
+        viewers = [f"session:{_session(request)}", f"client:{_client(request)}"]
         digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
         if not blind:
-            seen = self.shown_unblinded.pop(session, set())
-            seen.add(digest)
-            self.shown_unblinded[session] = seen  # most recent last
-            while len(self.shown_unblinded) > 10_000:
+            for key in viewers:
+                seen = self.shown_unblinded.pop(key, set())
+                seen.add(digest)
+                self.shown_unblinded[key] = seen  # most recent last
+            while len(self.shown_unblinded) > 20_000:
                 self.shown_unblinded.popitem(last=False)
         results = _infill_all(self, text, decoding)
         order = list(range(len(INFILL_SYSTEMS)))
@@ -173,12 +182,12 @@ class MagnetApp:
             ready = [i for i in order if isinstance(results[i], tuple) is False]
             if len(ready) < 2:
                 raise gr.Error("Blind comparison needs at least two systems that can run.")
-            random.shuffle(ready)
+            random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
             order = ready + [i for i in order if i not in ready]
             state = {
                 "vote_id": uuid.uuid4().hex,
                 "text": text,
-                "seen_unblinded": digest in self.shown_unblinded.get(session, ()),
+                "seen_unblinded": any(digest in self.shown_unblinded.get(k, ()) for k in viewers),
                 "shown": [
                     {
                         "system": INFILL_SYSTEMS[i],
@@ -204,7 +213,8 @@ class MagnetApp:
             cols += [title, r.highlighted(), info]
         reveal = (
             "Vote to see which system wrote which output. Blind comparisons are sampled "
-            f"(temperature {float(temperature):g}, top-p {float(top_p):g}) with a hidden seed."
+            f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
+            "hidden seed."
             if blind
             else ""
         )

@@ -66,6 +66,7 @@ INSERT_BLANK_JS = f"""(t) => {{
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind MODEL
+UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
 def _decoding_controls(app: MagnetApp) -> list:
@@ -302,7 +303,9 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     """The whole UI; queue: one model call at a time (setting), bounded waiting line."""
     adapters = ", ".join(app.engine.adapter_names) or "none"
     missing = [n for n in ("magnet", "llm2vec") if n not in app.engine.adapter_names]
-    with gr.Blocks(title="MAGNET") as demo:
+    # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
+    # original spans) are deleted an hour after they were made, checked every 10 minutes.
+    with gr.Blocks(title="MAGNET", delete_cache=UPLOAD_CACHE) as demo:
         gr.Markdown(
             "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
             f"and embeds sentences. Base model: `{app.engine.loaded.source}`; adapters: "

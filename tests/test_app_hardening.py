@@ -303,6 +303,10 @@ def test_exports_are_single_use_private_links_never_gradio_files(app, http):
     assert http.get(f"/{burl}").content.startswith(b"SQLite format 3")
 
 
+def test_uploads_in_gradios_cache_are_deleted_after_an_hour(app):
+    assert build_demo(app).delete_cache == (600, 3600)
+
+
 def test_unused_download_links_expire_and_their_files_are_deleted(tmp_path):
     clock = Clock()
     d = PrivateDownloads(ttl_s=60, clock=clock)
@@ -328,6 +332,9 @@ def test_blind_runs_are_sampled_with_a_hidden_seed_and_hide_timing(app):
         infos = [out[i + 2] for i in range(0, 9, 3)]
         assert all(" s · " not in i and "tokens" not in i for i in infos)
     seeds = [{o["seed"] for o in out[9]["shown"]} for out in outs]
+    near_greedy = app.infill(TEXT, "sampled", 0.05, 0.1, 7, 3, True, fake_request())[9]
+    assert near_greedy["shown"][0]["decoding"]["temperature"] >= 0.7  # not greedy in disguise
+    assert near_greedy["shown"][0]["decoding"]["top_p"] >= 0.9
     assert seeds[0] != seeds[1] and 7 not in seeds[0] | seeds[1]  # not the visitor's seed
     message, _ = app.vote(outs[0][9], "A", fake_request())
     assert message.count(" s · ") == len(outs[0][9]["shown"])  # timing shown after the vote
@@ -342,6 +349,14 @@ def test_votes_after_an_unblinded_run_of_the_same_text_are_flagged(app):
     app.vote(fresh, "B", req)
     res = app.store.results("arena")
     assert res.n_votes_seen_unblinded == 1 and res.n_judgments == 2
+    other_tab = fake_request()  # a new session from the same address is flagged as well
+    other_tab.session_hash, other_tab.client = "visitor-2", type("C", (), {"host": "10.1.1.1"})()
+    same_address = fake_request()
+    same_address.session_hash, same_address.client = "visitor-3", other_tab.client
+    app.infill("one more [blank] text .", max_span=3, request=other_tab)
+    late = app.infill("one more [blank] text .", max_span=3, blind=True, request=same_address)
+    app.vote(late[9], "A", same_address)
+    assert app.store.results("arena").n_votes_seen_unblinded == 2
 
 
 def test_one_vote_per_comparison_and_a_rate_limit_per_session(app):
