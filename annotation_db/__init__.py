@@ -29,7 +29,7 @@ from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, pre
 from .results import StudyResults
 from .schema import ARENA_SEEN_UNBLINDED
 from .settings import DBSettings, default_db_path, sqlite_url
-from .store import ARENA_STUDY, AnnotationStore, label_of
+from .store import ARENA_STUDY, AnnotationStore, check_study_name, label_of
 from .views import (
     Invite,
     ItemIn,
@@ -80,6 +80,7 @@ __all__ = [
     "UnsupportedError",
     "VoteReceipt",
     "appropriate",
+    "check_study_name",
     "comment",
     "default_db_path",
     "export_rows",

@@ -31,6 +31,7 @@ from annotation_db import (
     OutputIn,
     RaterItem,
     StorageError,
+    check_study_name,
     make_gold_items,
     safe_file_stem,
 )
@@ -569,6 +570,10 @@ class MagnetApp:
         self._admin(authorized)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
+        try:
+            name = check_study_name(name)  # before minutes of generation, not after
+        except AnnotationError as e:
+            raise _error(e) from None
         systems = list(systems or [])
         if not systems:
             raise gr.Error("Pick at least one system.", print_exception=False)
