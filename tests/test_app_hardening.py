@@ -481,3 +481,21 @@ def test_admin_closes_reopens_and_revokes(app):
 def test_every_response_says_no_referrer(http):
     for path in ("/gradio_api/info", "/admin-files/none"):
         assert http.get(path).headers["referrer-policy"] == "no-referrer"
+
+
+def test_the_launched_server_has_the_guard_and_the_download_route(app, served):
+    """The same middleware and route through `demo.launch(app_kwargs=...)`, as `python -m app`
+    starts it, over a real socket."""
+    import httpx
+
+    base = served.src.rstrip("/")
+    r = httpx.get(f"{base}/gradio_api/info")
+    assert r.status_code == 200 and r.headers["referrer-policy"] == "no-referrer"
+    r = httpx.post(f"{base}/gradio_api/queue/join", content=b"{" + b" " * (2 * 2**20) + b"}")
+    assert r.status_code == 413
+    token = small_study(app)
+    app.rate_submit(token, app.rate_open(token)[2], *answers(), None, "")
+    url = re.search(r"\]\((admin-files/[\w-]+)\)", app.admin_export(True, "pilot", "jsonl"))
+    first, second = httpx.get(f"{base}/{url.group(1)}"), httpx.get(f"{base}/{url.group(1)}")
+    assert first.status_code == 200 and json.loads(first.text.splitlines()[0])["study"] == "pilot"
+    assert second.status_code == 404
