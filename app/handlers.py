@@ -9,20 +9,32 @@ Everything a user typed or uploaded goes to Textbox / HighlightedText / Datafram
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import itertools
 import logging
+import math
 import random
 import tempfile
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 
-from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
+from annotation_db import (
+    AnnotationError,
+    AnnotationStore,
+    OutputIn,
+    RaterItem,
+    StorageError,
+    check_study_name,
+    make_gold_items,
+    safe_file_stem,
+)
 from annotation_db import read_items as read_item_file
 from magnet_model import search
 from magnet_model.engine import END_REASONS, Engine
@@ -31,6 +43,7 @@ from magnet_model.metrics import repetition_stats
 
 from . import studies
 from .gpu import gpu
+from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
 log = logging.getLogger("app")
@@ -50,6 +63,10 @@ TITLES = {
 MAX_OUTPUTS = 4  # output slots on the Rate tab
 MAX_LIKERT = 2  # Likert questions per output on the Rate tab
 BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
+MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
+VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
+STATUS_CHOICES = ("open", "closed", "draft")
+BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
 
 
@@ -65,6 +82,14 @@ class MagnetApp:
     cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
     unavailable: dict[str, str] = field(default_factory=dict)  # adapter -> why not loaded
     minilm: search.Encoder | None = None
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    vote_limiter: RateLimiter = field(
+        default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
+    )
+    downloads: PrivateDownloads = field(default_factory=PrivateDownloads)
+    # per browser session and per client address: digests of the texts seen filled with the
+    # system names shown (a blind vote on one of them is flagged)
+    shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
 
     # ---------------------------------------------------------------- shared checks
 
@@ -84,6 +109,7 @@ class MagnetApp:
         text = text or ""
         if not text.strip():
             raise gr.Error(f"The {what} is empty.", print_exception=False)
+        _check_encodable(text, f"The {what}")
         limit = self.settings.max_input_tokens
         if len(text) > self.settings.max_input_chars:
             msg = f"The {what} is too long: at most {limit} tokens."
@@ -126,12 +152,30 @@ class MagnetApp:
                 print_exception=False,
             )
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
-        if decoding["do_sample"]:
+        if decoding["do_sample"] or blind:
             decoding.update(
+                do_sample=True,
                 temperature=float(temperature),
                 top_p=float(top_p),
-                seed=None if seed in (None, "") or seed < 0 else int(seed),
+                seed=_seed(seed),
             )
+        if blind:
+            # A blind comparison is always sampled, not too close to greedy, with a seed nobody
+            # sees: greedy output (or a chosen seed) could be rerun with the names shown.
+            decoding.update(
+                temperature=max(decoding["temperature"], BLIND_MIN_TEMPERATURE),
+                top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
+                seed=None,
+            )
+        viewers = [f"session:{_session(request)}", f"client:{_client(request)}"]
+        digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+        if not blind:
+            for key in viewers:
+                seen = self.shown_unblinded.pop(key, set())
+                seen.add(digest)
+                self.shown_unblinded[key] = seen  # most recent last
+            while len(self.shown_unblinded) > 20_000:
+                self.shown_unblinded.popitem(last=False)
         results = _infill_all(self, text, decoding)
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
@@ -139,11 +183,12 @@ class MagnetApp:
             ready = [i for i in order if isinstance(results[i], tuple) is False]
             if len(ready) < 2:
                 raise gr.Error("Blind comparison needs at least two systems that can run.")
-            random.shuffle(ready)
+            random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
             order = ready + [i for i in order if i not in ready]
             state = {
                 "vote_id": uuid.uuid4().hex,
                 "text": text,
+                "seen_unblinded": any(digest in self.shown_unblinded.get(k, ()) for k in viewers),
                 "shown": [
                     {
                         "system": INFILL_SYSTEMS[i],
@@ -151,6 +196,7 @@ class MagnetApp:
                         "fills": [s.text.strip() for s in results[i].spans],
                         "decoding": decoding,
                         "seed": results[i].seed,
+                        "info": _infill_info(results[i]),
                     }
                     for i in ready
                 ],
@@ -162,10 +208,17 @@ class MagnetApp:
                 cols += [f"### {TITLES[system]}", [], f"Unavailable: {r[1]}"]
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
-            ends = "; ".join(END_REASONS.get(s.end_reason, s.end_reason) for s in r.spans)
-            info = f"{r.seconds:.2f} s · {r.generated_tokens} tokens · {ends}"
+            # Blind: time and token counts would point at the slow five-shot system; they are
+            # shown with the names after the vote.
+            info = "Time and length are shown after the vote." if blind else _infill_info(r)
             cols += [title, r.highlighted(), info]
-        reveal = "Vote to see which system wrote which output." if blind else ""
+        reveal = (
+            "Vote to see which system wrote which output. Blind comparisons are sampled "
+            f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
+            "hidden seed."
+            if blind
+            else ""
+        )
         return (*cols, state, gr.update(visible=blind), reveal)
 
     def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
@@ -177,6 +230,14 @@ class MagnetApp:
         shown = state["shown"]
         if choice in "ABC" and "ABC".index(choice) >= len(shown):
             raise gr.Error(f"There is no output {choice}.", print_exception=False)
+        voters = [f"session:{_session(request)}", f"client:{_client(request)}"]
+        wait = self.vote_limiter.wait_s(voters)
+        if wait > 0:
+            raise gr.Error(
+                f"At most {VOTES_PER_WINDOW} votes per {VOTE_WINDOW_S / 60:.0f} minutes; "
+                f"please vote again in {math.ceil(wait)} s.",
+                print_exception=False,
+            )
         outs = [
             OutputIn(
                 state["vote_id"],
@@ -192,15 +253,23 @@ class MagnetApp:
         visitor = getattr(request, "session_hash", None) if request else None
         try:
             receipt = self.store.record_blind_vote(
-                state["text"], outs, choice, vote_id=state["vote_id"], visitor=visitor
+                state["text"],
+                outs,
+                choice,
+                vote_id=state["vote_id"],
+                visitor=visitor,
+                seen_unblinded=bool(state.get("seen_unblinded")),
             )
         except AnnotationError as e:
             raise _error(e) from None
-        names = " · ".join(
-            f"{chr(65 + i)} = {TITLES.get(s, s)}" for i, s in enumerate(receipt.systems)
+        if not receipt.duplicate:
+            self.vote_limiter.record(voters)
+        names = "\n".join(
+            f"- {chr(65 + i)} = {TITLES.get(s, s)}: {o.get('info', '')}"
+            for i, (s, o) in enumerate(zip(receipt.systems, shown, strict=True))
         )
         picked = TITLES.get(receipt.chosen_system or "", choice.replace("_", " "))
-        return f"Thanks, vote stored ({picked}). {names}", None
+        return f"Thanks, vote stored ({picked}).\n\n{names}", None
 
     # ---------------------------------------------------------------- Continue tab
 
@@ -226,8 +295,7 @@ class MagnetApp:
             )
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
-            s = None if seed in (None, "") or seed < 0 else int(seed)
-            kw.update(temperature=float(temperature), top_p=float(top_p), seed=s)
+            kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
         yield from _continue_all(self, prompt, kw)
 
     # ---------------------------------------------------------------- Search tab
@@ -326,10 +394,32 @@ class MagnetApp:
                 )
         status = f"{prog.done} of {prog.total} done"
         status += " — all done, thank you!" if prog.finished else ""
-        return self._rater_view(item, head, status)
+        return self._rater_view(item, head, status, token)
 
-    def _rater_view(self, item: RaterItem | None, head: str | None, status: str) -> tuple:
-        """(head, status, assignment id, item text, then per output slot: visibility, title,
+    @staticmethod
+    def _shown_item_id(token: str, item: RaterItem | None) -> str:
+        """The opaque id of the item on the page, which the page sends back with its answers:
+        the assignment id and a MAC of it keyed by the rater's token, so it is only valid with
+        that token, names exactly the item shown, and survives a restart of the server."""
+        if item is None:
+            return ""
+        return f"{item.assignment_id}.{_mac(token, str(item.assignment_id))}"
+
+    @staticmethod
+    def _displayed_assignment(token: str, shown_item: str | None) -> int:
+        """The assignment id inside a shown-item id, or a readable error."""
+        aid, _, mac = str(shown_item or "").partition(".")
+        if not (aid.isdigit() and len(aid) < 19 and hmac.compare_digest(mac, _mac(token, aid))):
+            raise gr.Error(
+                "This page does not show an item to answer; reload your invite link.",
+                print_exception=False,
+            )
+        return int(aid)
+
+    def _rater_view(
+        self, item: RaterItem | None, head: str | None, status: str, token: str = ""
+    ) -> tuple:
+        """(head, status, shown-item id, item text, then per output slot: visibility, title,
         highlighted text, appropriate, Likert x MAX_LIKERT; then preference, comment, submit)."""
         slots: list = []
         qs = item.questions if item else []
@@ -367,7 +457,7 @@ class MagnetApp:
         return (
             head or "",
             status,
-            item.assignment_id if item else None,
+            self._shown_item_id(token, item),
             item.text if item else "",
             *slots,
             gr.update(visible=pref is not None, choices=choices, value=None),
@@ -375,20 +465,24 @@ class MagnetApp:
             gr.update(visible=item is not None),
         )
 
-    def rate_submit(self, token: str, assignment_id: int | None, *values) -> tuple:
-        """Submit the answers to the shown item, then show the next one.
+    def rate_submit(self, token: str, shown_item: str | None, *values) -> tuple:
+        """Submit the answers to the item the page showed, then show the next one.
 
-        values: per output slot (appropriate, Likert x MAX_LIKERT), then preference, comment.
+        shown_item: the id the page got with the item (``_shown_item_id``), sent back by the
+        page, so the answers always land on the item the rater saw. Sending the same answers
+        again (a retry after a lost response, a double click) stores nothing new and shows the
+        same next item. values: per output slot (appropriate, Likert x MAX_LIKERT), then
+        preference, comment.
         """
-        if not token or assignment_id is None:
+        token = (token or "").strip()
+        if not token or not shown_item:
             raise gr.Error("Open your invite link first.", print_exception=False)
+        assignment_id = self._displayed_assignment(token, shown_item)
         per_slot = 1 + MAX_LIKERT
         try:
-            item = self.store.next_item(token)
+            item = self.store.rater_item(token, assignment_id)
         except AnnotationError as e:
             raise _error(e) from None
-        if item is None or item.assignment_id != assignment_id:
-            return self.rate_open(token)  # answered elsewhere (another tab): show the current one
         likerts = [q for q in item.questions if q.kind == "likert"][:MAX_LIKERT]
         ask_app = any(q.kind == "appropriate" for q in item.questions)
         answers: dict[str, dict] = {}
@@ -406,6 +500,8 @@ class MagnetApp:
                     a[q.name] = int(v)
             answers[out.label] = a
         preference, comment = [*values[MAX_OUTPUTS * per_slot :], None, None][:2]
+        if isinstance(comment, str):
+            _check_encodable(comment, "The comment")
         try:
             self.store.submit(
                 token,
@@ -414,17 +510,38 @@ class MagnetApp:
                 preference=preference or None,
                 comment=(comment or "").strip() or None,
             )
+        except StorageError as e:
+            log.error("Rating of assignment %s not stored: %s", assignment_id, e)
+            raise gr.Error(
+                "Your answer was NOT saved: the rating database is not writable right now. "
+                "Keep this page open and press Submit again in a minute; if it keeps failing, "
+                "tell the study's organiser.",
+                print_exception=False,
+            ) from None
         except AnnotationError as e:
             raise _error(e) from None
         return self.rate_open(token)
 
     # ---------------------------------------------------------------- Admin tab
 
-    def admin_login(self, password: str) -> tuple:
-        """-> (authorized, panel visibility, message). Compared in constant time."""
+    def admin_login(self, password: str, request: gr.Request | None = None) -> tuple:
+        """-> (authorized, panel visibility, message). Compared in constant time, and only
+        when this client (and the app as a whole) is not locked out after wrong passwords."""
+        client = _client(request)
+        wait = self.login_throttle.wait_s(client)
+        if wait > 0:
+            log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
+            msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
+            return False, gr.update(visible=False), msg
         want = self.settings.admin_password
-        ok = bool(want) and hmac.compare_digest((password or "").encode(), want.encode())
-        return ok, gr.update(visible=ok), "" if ok else "Wrong password."
+        given = (password or "").encode("utf-8", "surrogatepass")
+        ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
+        if ok:
+            self.login_throttle.succeeded(client)
+            return True, gr.update(visible=True), ""
+        if want:
+            self.login_throttle.failed(client)
+        return False, gr.update(visible=False), "Wrong password."
 
     def _admin(self, authorized: bool) -> None:
         if not (authorized and self.settings.admin_password):
@@ -453,6 +570,10 @@ class MagnetApp:
         self._admin(authorized)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
+        try:
+            name = check_study_name(name)  # before minutes of generation, not after
+        except AnnotationError as e:
+            raise _error(e) from None
         systems = list(systems or [])
         if not systems:
             raise gr.Error("Pick at least one system.", print_exception=False)
@@ -460,13 +581,29 @@ class MagnetApp:
             why = self.availability(s)
             if why:
                 raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
+        n_gold = int(n_gold)
+        if n_gold > 0 and len(systems) < 2:
+            raise gr.Error(
+                "Attention checks show an original and a wrong fill side by side, like the "
+                "outputs of two systems: pick at least two systems, or set attention checks to 0.",
+                print_exception=False,
+            )
         try:
+            # Attention checks are made from passages that are not items of the study (a
+            # rater must not meet a check's passage again as a regular item).
             if upload:
                 if Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
                     raise gr.Error(f"The file is larger than {self.settings.max_upload_mb} MB.")
-                items = studies.blank_uploaded(read_item_file(upload))[: int(n_items)]
+                every = studies.blank_uploaded(read_item_file(upload))
             else:
-                items = studies.builtin_items(int(n_items))
+                every = studies.builtin_items(int(n_items) + 2 * n_gold)
+            items, spare = every[: int(n_items)], every[int(n_items) :]
+            if n_gold > len([it for it in spare if it.original]):
+                raise gr.Error(
+                    f"{n_gold} attention check(s) need {n_gold} more items with their original "
+                    f"span than the {len(items)} rated ones; upload more or lower the number.",
+                    print_exception=False,
+                )
             if not items:
                 raise gr.Error("No usable item: texts need a [blank] or at least 11 words.")
             progress(0, desc="Generating outputs")
@@ -477,11 +614,9 @@ class MagnetApp:
                 int(max_span),
                 lambda done, total: progress(done / total, desc=f"Outputs {done}/{total}"),
             )
-            gold_items, gold_outputs = [], []
-            if int(n_gold) > 0:
-                from annotation_db import make_gold_items
-
-                gold_items, gold_outputs = make_gold_items(items, int(n_gold), blank=MARKER)
+            gold_items, gold_outputs = make_gold_items(
+                spare, n_gold, blank=MARKER, n_outputs=len(systems), donors=items
+            )
             info = self.store.create_study(
                 name.strip(),
                 items + gold_items,
@@ -520,7 +655,8 @@ class MagnetApp:
         except AnnotationError as e:
             raise _error(e) from None
         rows = [
-            [r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
+            [r.rater_id, r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
+            + ["revoked" if r.revoked else "active"]
             for r in p.raters
         ]
         summary = (
@@ -538,25 +674,65 @@ class MagnetApp:
             raise _error(e) from None
         return res.to_dict(), _rates_plot(res)
 
+    def admin_status(self, authorized: bool, study: str, status: str) -> str:
+        """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
+        self._admin(authorized)
+        if not study or status not in STATUS_CHOICES:
+            raise gr.Error("Pick a study and a status.", print_exception=False)
+        try:
+            info = self.store.set_status(study, status)
+        except AnnotationError as e:
+            raise _error(e) from None
+        log.info("Study %r set to %s by the admin", info.name, info.status)
+        return f"Study '{info.name}' is now {info.status}."
+
+    def admin_revoke(self, authorized: bool, study: str, rater_id: float | None) -> str:
+        """Make one rater's invite link stop working (their answers so far are kept)."""
+        self._admin(authorized)
+        ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
+        if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
+            raise gr.Error(
+                "Pick a study and type the rater's id (see Progress).", print_exception=False
+            )
+        try:
+            r = self.store.revoke(study, int(rater_id))
+        except AnnotationError as e:
+            raise _error(e) from None
+        log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
+        return (
+            f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
+            f"their {r.done} answers are kept."
+        )
+
     def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
+        """Write the ratings to a private file -> a single-use download link (Markdown)."""
         self._admin(authorized)
         ext = {"csv": "csv", "jsonl": "jsonl"}.get(fmt)
         if not study or ext is None:
             raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
-        out = Path(tempfile.mkdtemp(prefix="magnet-export-")) / f"{study}.{ext}"
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
         try:
-            return str(self.store.export(study, fmt, out))
+            return self._download_link(self.store.export(study, fmt, out))
         except AnnotationError as e:
             raise _error(e) from None
 
     def admin_backup(self, authorized: bool) -> str:
+        """A consistent copy of the database -> a single-use download link (Markdown)."""
         self._admin(authorized)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        out = Path(tempfile.mkdtemp(prefix="magnet-backup-")) / f"annotations-{stamp}.sqlite3"
+        out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
         try:
-            return str(self.store.backup(out))
+            return self._download_link(self.store.backup(out))
         except AnnotationError as e:
             raise _error(e) from None
+
+    def _download_link(self, path: Path) -> str:
+        ticket = self.downloads.publish(path)
+        minutes = self.downloads.ttl_s / 60
+        return (
+            f"[Download {path.name}]({DOWNLOAD_ROUTE}/{ticket}) — this link works once, "
+            f"within {minutes:.0f} minutes, then the file is deleted from the server."
+        )
 
 
 # -------------------------------------------------------------------- model work (GPU-decorated)
@@ -642,6 +818,54 @@ def _default_corpus() -> search.Corpus:
 
 
 # -------------------------------------------------------------------- rendering helpers
+
+
+def _infill_info(r) -> str:  # noqa: ANN001 - an InfillResult
+    ends = "; ".join(END_REASONS.get(s.end_reason, s.end_reason) for s in r.spans)
+    return f"{r.seconds:.2f} s · {r.generated_tokens} tokens · {ends}"
+
+
+def _seed(seed: float | str | None) -> int | None:
+    """A seed from the page or the API: None (or negative) for a random one, else 0..MAX_SEED."""
+    if seed in (None, ""):
+        return None
+    try:
+        value = float(seed)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value != int(value) or value > MAX_SEED:
+        raise gr.Error(
+            f"The seed must be a whole number from 0 to {MAX_SEED}, or -1 for a random one.",
+            print_exception=False,
+        )
+    return None if value < 0 else int(value)
+
+
+def _check_encodable(text: str, what: str) -> None:
+    """A lone surrogate (a broken copy-paste, a crafted API call) cannot be encoded; say so."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise gr.Error(
+            f"{what} contains a character that is not valid text (a lone surrogate at position "
+            f"{e.start + 1}); remove it and try again.",
+            print_exception=False,
+        ) from None
+
+
+def _mac(token: str, message: str) -> str:
+    key = token.encode("utf-8", "surrogatepass")
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _session(request: gr.Request | None) -> str:
+    return str(getattr(request, "session_hash", None) or "anonymous")
+
+
+def _client(request: gr.Request | None) -> str:
+    """The client's address as the server saw it (behind a proxy: the proxy's)."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", None) or "unknown")
 
 
 def _stats(text: str) -> str:
