@@ -42,7 +42,7 @@ from magnet_model.errors import MagnetError
 from magnet_model.metrics import repetition_stats
 
 from . import studies
-from .gpu import gpu
+from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
 from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
@@ -90,6 +90,24 @@ class MagnetApp:
     # per browser session and per client address: digests of the texts seen filled with the
     # system names shown (a blind vote on one of them is flagged)
     shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+    cuda_inside_calls: bool = False  # ZeroGPU: the model moves to the GPU inside each call
+
+    def __post_init__(self) -> None:
+        """The model work of each comparison as one GPU call (see gpu.py), asking for a
+        duration that fits it; bound methods, so only texts and plain values are pickled."""
+        self.compare_infill = gpu(
+            self._compare_infill,
+            lambda text, systems, decoding: infill_seconds(
+                text.count(MARKER), decoding["max_span_tokens"]
+            ),
+        )
+        self.compare_continue = gpu(
+            self._compare_continue, lambda prompt, kw: continue_seconds(kw["max_new_tokens"])
+        )
+        self.compare_search = gpu(
+            self._compare_search,
+            lambda query, corpus, k, progress=None: search_seconds(self._to_embed(corpus)),
+        )
 
     # ---------------------------------------------------------------- shared checks
 
@@ -176,7 +194,7 @@ class MagnetApp:
                 self.shown_unblinded[key] = seen  # most recent last
             while len(self.shown_unblinded) > 20_000:
                 self.shown_unblinded.popitem(last=False)
-        results = _infill_all(self, text, decoding)
+        results = self._infill_all(text, decoding)
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
         if blind:
@@ -296,7 +314,7 @@ class MagnetApp:
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
             kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
-        yield from _continue_all(self, prompt, kw)
+        yield from self.compare_continue(prompt, kw)
 
     # ---------------------------------------------------------------- Search tab
 
@@ -329,33 +347,21 @@ class MagnetApp:
         query = self.check_text(query, "query")
         corpus = self.corpus(upload)
         k = max(1, min(int(k), 20, len(corpus)))
-        hits: dict[str, list[search.Hit]] = {}
-        tables, notes = [], []
-        for n, system in enumerate(SEARCH_SYSTEMS):
-            why = self.availability(system)
-            if why:
-                tables.append([[None, None, f"Unavailable: {why}"]])
+        return self.compare_search(query, corpus, k, progress)
+
+    def _to_embed(self, corpus: search.Corpus) -> int:
+        """Passages the search of `corpus` has to embed: those of every encoder that can run
+        and has no cached vectors for it yet."""
+        todo = 0
+        for system in SEARCH_SYSTEMS:
+            if self.availability(system):
                 continue
-            t0 = time.perf_counter()
-
-            def report(done: int, total: int, n: int = n, system: str = system) -> None:
-                progress(
-                    (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
-                    desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
-                )
-
             try:
-                found = _search_one(self, system, corpus, query, k, report)
-            except MagnetError as e:
-                raise _error(e) from None
-            hits[system] = found
-            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
-            notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
-        names = list(hits)
-        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
-        note = f"{corpus.name}: {len(corpus)} passages; top {k}. " + "; ".join(notes)
-        headers = ["system", *[TITLES[b] for b in names]]
-        return (*tables, gr.update(value=overlap, headers=headers), note)
+                cached = search.cache_path(self.cache_dir, self.encoder(system), corpus).is_file()
+            except MagnetError:
+                cached = False  # the search itself reports why this encoder cannot run
+            todo += 0 if cached else len(corpus)
+        return todo
 
     # ---------------------------------------------------------------- Rate tab
 
@@ -609,6 +615,7 @@ class MagnetApp:
             progress(0, desc="Generating outputs")
             outputs = studies.generate_outputs(
                 self.engine,
+                self.compare_infill,
                 items,
                 systems,
                 int(max_span),
@@ -734,78 +741,119 @@ class MagnetApp:
             f"within {minutes:.0f} minutes, then the file is deleted from the server."
         )
 
+    # ---------------------------------------------------------------- model work
+    # Each comparison's model work is one method, wrapped into one GPU call in __post_init__.
+    # On ZeroGPU these run in a forked worker: they return picklable values and raise gr.Error
+    # (which spaces passes on as it is; any other exception would reach the visitor as a
+    # bare "ZeroGPU worker error").
 
-# -------------------------------------------------------------------- model work (GPU-decorated)
+    def _on_device(self) -> None:
+        if self.cuda_inside_calls:
+            self.engine.to_cuda_if_visible()
 
+    def _infill_all(self, text: str, decoding: dict) -> list:
+        """All three infills of one comparison, run as one batch by the engine (one GPU
+        call); (None, reason) for a system that is unavailable or failed."""
+        ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
+        out = self.compare_infill(text, ready, decoding) if ready else []
+        done = dict(zip(ready, out, strict=True))
+        errors = [r for r in out if isinstance(r, MagnetError)]
+        if errors and len(errors) == len(out):
+            raise _error(errors[0]) from None
+        results: list = []
+        for system in INFILL_SYSTEMS:
+            r = done.get(system)
+            if r is None:
+                results.append((None, self.availability(system)))
+            elif isinstance(r, MagnetError):
+                results.append((None, str(r)))
+            else:
+                results.append(r)
+        return results
 
-@gpu
-def _infill_all(app: MagnetApp, text: str, decoding: dict) -> list:
-    """All three infills of one comparison, run as one batch by the engine (one ZeroGPU
-    call); (None, reason) for a system that is unavailable or failed."""
-    ready = [system for system in INFILL_SYSTEMS if not app.availability(system)]
-    try:
-        out = app.engine.compare_infill(text, ready, marker=MARKER, **decoding) if ready else []
-    except MagnetError as e:
-        raise _error(e) from None  # the input itself is bad: say so once
-    done = dict(zip(ready, out, strict=True))
-    errors = [r for r in out if isinstance(r, MagnetError)]
-    if errors and len(errors) == len(out):
-        raise _error(errors[0]) from None
-    results: list = []
-    for system in INFILL_SYSTEMS:
-        r = done.get(system)
-        if r is None:
-            results.append((None, app.availability(system)))
-        elif isinstance(r, MagnetError):
-            results.append((None, str(r)))
-        else:
-            results.append(r)
-    return results
+    def _compare_infill(self, text: str, systems: list[str], decoding: dict) -> list:
+        """engine.compare_infill of the systems on one text: per system an InfillResult or
+        the MagnetError that stopped it; an error of the input itself as gr.Error."""
+        self._on_device()
+        try:
+            return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
+        except MagnetError as e:
+            raise _error(e) from None  # the input itself is bad: say so once
 
-
-@gpu
-def _continue_all(app: MagnetApp, prompt: str, kw: dict) -> Iterator[tuple]:
-    """The three continuations grow side by side: rows of one batch, one token each per step."""
-    texts = {system: "" for system in CONTINUE_SYSTEMS}
-    stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
-    running = []
-    for system in CONTINUE_SYSTEMS:
-        why = app.availability(system)
-        if why:
-            stats[system] = f"Unavailable: {why}"
-        else:
-            running.append(system)
-    adapters = [None if system == "base" else system for system in running]
-    try:
-        steps = app.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
-    except MagnetError as e:
-        raise _error(e) from None
-    start = time.perf_counter()
-    done: set[str] = set()
-    try:
-        for step in steps:
-            for system, (text, reason) in zip(running, step, strict=True):
-                if system in done:
-                    continue
-                texts[system] = text
-                stats[system] = _stats(text)
-                if reason is not None:
-                    done.add(system)
-                    stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[tuple]:
+        """The three continuations grow side by side: rows of one batch, one token each per
+        step. Yields (text, stats) for each of the three columns."""
+        self._on_device()
+        texts = {system: "" for system in CONTINUE_SYSTEMS}
+        stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
+        running = []
+        for system in CONTINUE_SYSTEMS:
+            why = self.availability(system)
+            if why:
+                stats[system] = f"Unavailable: {why}"
+            else:
+                running.append(system)
+        adapters = [None if system == "base" else system for system in running]
+        try:
+            steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
+        except MagnetError as e:
+            raise _error(e) from None
+        start = time.perf_counter()
+        done: set[str] = set()
+        try:
+            for step in steps:
+                for system, (text, reason) in zip(running, step, strict=True):
+                    if system in done:
+                        continue
+                    texts[system] = text
+                    stats[system] = _stats(text)
+                    if reason is not None:
+                        done.add(system)
+                        stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+                yield tuple(
+                    itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
+                )
+        except MagnetError as e:
+            for system in running:
+                if system not in done:
+                    stats[system] = f"Stopped: {e}"
             yield tuple(
                 itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
             )
-    except MagnetError as e:
-        for system in running:
-            if system not in done:
-                stats[system] = f"Stopped: {e}"
-        yield tuple(itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS))
 
+    def _compare_search(self, query: str, corpus: search.Corpus, k: int, progress=None) -> tuple:
+        """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
+        self._on_device()
+        hits: dict[str, list[search.Hit]] = {}
+        tables, notes = [], []
+        for n, system in enumerate(SEARCH_SYSTEMS):
+            why = self.availability(system)
+            if why:
+                tables.append([[None, None, f"Unavailable: {why}"]])
+                continue
+            t0 = time.perf_counter()
 
-def _search_one(app: MagnetApp, system: str, corpus, query: str, k: int, report) -> list:
-    enc = app.encoder(system)
-    vecs = search.corpus_vectors(enc, corpus, app.cache_dir, report)
-    return search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            def report(done: int, total: int, n: int = n, system: str = system) -> None:
+                if progress is not None:
+                    progress(
+                        (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
+                        desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
+                    )
+
+            try:
+                enc = self.encoder(system)
+                vecs = search.corpus_vectors(enc, corpus, self.cache_dir, report)
+                found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            except MagnetError as e:
+                raise _error(e) from None
+            hits[system] = found
+            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
+            notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
+        names = list(hits)
+        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
+        note = f"{corpus.name}: {len(corpus)} passages; top {k}. " + "; ".join(notes)
+        headers = ["system", *[TITLES[b] for b in names]]
+        return (*tables, gr.update(value=overlap, headers=headers), note)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

@@ -23,7 +23,7 @@ from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.settings import ModelSpec, add_model_args
 
-from .gpu import HAS_SPACES
+from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import (
     CONTINUE_SYSTEMS,
     INFILL_SYSTEMS,
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         settings = AppSettings.from_env()
-        spec = ModelSpec.from_args(args)
+        spec = server_spec(ModelSpec.from_args(args))
         store = AnnotationStore(url=args.db_url, path=args.db_path)  # fails fast if read-only
         engine, unavailable = load_engine(spec)
     except (MagnetError, AnnotationError) as e:
@@ -383,9 +383,18 @@ def main(argv: list[str] | None = None) -> int:
         engine.loaded.adapters or "none",
     )
     log.info("Rating studies in %s", store.db.engine.url.render_as_string(hide_password=True))
-    log.info("Cache in %s; ZeroGPU: %s", spec.cache_dir, HAS_SPACES)
+    on_zero_gpu = zero_gpu()
+    log.info(
+        "Cache in %s; ZeroGPU: %s",
+        spec.cache_dir,
+        "on (the model moves to the GPU inside each call)"
+        if on_zero_gpu
+        else f"off (spaces {'installed' if has_spaces() else 'not installed'})",
+    )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
-    app = MagnetApp(engine, store, settings, spec.cache_dir, unavailable)
+    app = MagnetApp(
+        engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
+    )
     demo = build_demo(app)
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
     demo.launch(
