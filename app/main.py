@@ -15,6 +15,8 @@ import sys
 import time
 
 import gradio as gr
+from starlette.middleware import Middleware
+from starlette.routing import Route
 
 from annotation_db import AnnotationError, AnnotationStore
 from annotation_db.results import MIN_N
@@ -22,18 +24,25 @@ from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.settings import ModelSpec, add_model_args
 
-from .gpu import HAS_SPACES
+from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import (
     BLIND_CHOICES,
     CONTINUE_SYSTEMS,
     INFILL_SYSTEMS,
     MARKER,
     SEARCH_SYSTEMS,
+    STATUS_CHOICES,
     TITLES,
     MagnetApp,
 )
 from .rater_page import REDIRECT_JS, add_rater_page
 from .render import QUESTION_LABELS, choices, model_description
+from .security import (
+    DOWNLOAD_ROUTE,
+    MAX_REQUEST_BYTES,
+    UPLOAD_OVERHEAD_BYTES,
+    RequestGuard,
+)
 from .settings import AppSettings
 
 log = logging.getLogger("app")
@@ -75,6 +84,7 @@ INSERT_BLANK_JS = f"""(t) => {{
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind MODEL
+UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
 def _decoding_controls(app: MagnetApp) -> list:
@@ -241,8 +251,15 @@ def _admin_tab(app: MagnetApp) -> None:
             results_btn = gr.Button("Results")
         prog_summary = gr.Textbox(label="Progress", interactive=False)
         prog_rows = gr.Dataframe(
-            headers=["rater", "done", "open", "remaining", "checks", "failed"], interactive=False
+            headers=["id", "rater", "done", "open", "remaining", "checks", "failed", "invite"],
+            interactive=False,
         )
+        with gr.Row():
+            status = gr.Radio(list(STATUS_CHOICES), value="closed", label="Study status")
+            set_status = gr.Button("Set status")
+            rater_id = gr.Number(label="Rater id (see Progress)", precision=0, minimum=1)
+            revoke = gr.Button("Revoke this rater's invite link", variant="stop")
+        admin_msg = gr.Textbox(label="Done", interactive=False)
         results_table = gr.Dataframe(
             headers=["result", "n", "estimate", "95% interval"],
             label=f"Results (an interval from {MIN_N} judgments on)",
@@ -255,7 +272,7 @@ def _admin_tab(app: MagnetApp) -> None:
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Export format")
             export = gr.Button("Export ratings")
             backup = gr.Button("Back up the database")
-        files = gr.File(label="Download")
+        files = gr.Markdown()  # a single-use link to a private file, never a public file URL
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(
             app.admin_login,
@@ -263,6 +280,12 @@ def _admin_tab(app: MagnetApp) -> None:
             outputs=[authorized, panel, login_msg, study],
             **RATING,
         )
+    set_status.click(
+        app.admin_status, inputs=[authorized, study, status], outputs=admin_msg, **RATING
+    )
+    revoke.click(
+        app.admin_revoke, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
+    )
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     create.click(
         app.admin_create,
@@ -292,7 +315,9 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     missing = [n for n in ("magnet", "llm2vec") if n not in app.engine.adapter_names]
     loaded = app.engine.loaded
     model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
-    with gr.Blocks(title="MAGNET") as demo:
+    # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
+    # original spans) are deleted an hour after they were made, checked every 10 minutes.
+    with gr.Blocks(title="MAGNET", delete_cache=UPLOAD_CACHE) as demo:
         gr.Markdown(
             "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
             f"and embeds sentences. Base model: {model}; adapters: {adapters}."
@@ -312,6 +337,18 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     add_rater_page(app, demo)
     demo.queue(default_concurrency_limit=app.settings.concurrency, max_size=app.settings.queue_size)
     return demo
+
+
+def server_app_kwargs(app: MagnetApp) -> dict:
+    """What the FastAPI app under Gradio gets: the request guard (body cap, Referrer-Policy)
+    and the route of the admin's single-use downloads."""
+    upload_cap = app.settings.max_upload_mb * 2**20 + UPLOAD_OVERHEAD_BYTES
+    return {
+        "middleware": [
+            Middleware(RequestGuard, max_body_bytes=MAX_REQUEST_BYTES, max_upload_bytes=upload_cap)
+        ],
+        "routes": [Route(f"/{DOWNLOAD_ROUTE}/{{ticket}}", app.downloads.endpoint)],
+    }
 
 
 def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, str]]:
@@ -344,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         settings = AppSettings.from_env()
-        spec = ModelSpec.from_args(args)
+        spec = server_spec(ModelSpec.from_args(args))
+        store = AnnotationStore(url=args.db_url, path=args.db_path)  # fails fast if read-only
         engine, unavailable = load_engine(spec)
-        store = AnnotationStore(url=args.db_url, path=args.db_path)
     except (MagnetError, AnnotationError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -358,15 +395,25 @@ def main(argv: list[str] | None = None) -> int:
         engine.loaded.adapters or "none",
     )
     log.info("Rating studies in %s", store.db.engine.url.render_as_string(hide_password=True))
-    log.info("Cache in %s; ZeroGPU: %s", spec.cache_dir, HAS_SPACES)
+    on_zero_gpu = zero_gpu()
+    log.info(
+        "Cache in %s; ZeroGPU: %s",
+        spec.cache_dir,
+        "on (the model moves to the GPU inside each call)"
+        if on_zero_gpu
+        else f"off (spaces {'installed' if has_spaces() else 'not installed'})",
+    )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
-    app = MagnetApp(engine, store, settings, spec.cache_dir, unavailable)
+    app = MagnetApp(
+        engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
+    )
     demo = build_demo(app)
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
     demo.launch(
         server_name=args.host,
         server_port=args.port,
         max_file_size=f"{settings.max_upload_mb}mb",
+        app_kwargs=server_app_kwargs(app),
         theme=THEME,
         css=CSS,
     )

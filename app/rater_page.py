@@ -10,6 +10,7 @@ answer, instead of an error overlay on each field.
 
 from __future__ import annotations
 
+import functools
 import html
 
 import gradio as gr
@@ -32,16 +33,17 @@ def _message(text: str) -> str:
 
 
 def _inline(fn, n_view: int):
-    """fn's outputs with an empty message first; a refusal (gr.Error) becomes the message and
-    leaves every field as the rater left it."""
+    """fn's outputs followed by an empty message; a refusal (gr.Error) becomes the message and
+    leaves every field as the rater left it. The handler's name and parameters stay those of
+    fn (Gradio reads them for the API and for gr.Request)."""
 
-    def run(*args):
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
         try:
-            return (_message(""), *fn(*args))
+            return (*fn(*args, **kwargs), _message(""))
         except gr.Error as e:
-            return (_message(str(e.message)), *[gr.skip()] * n_view)
+            return (*[gr.skip()] * n_view, _message(str(e.message)))
 
-    run.__name__ = fn.__name__  # the event keeps the handler's name (API, logs, tests)
     return run
 
 
@@ -58,7 +60,9 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
             open_btn = gr.Button("Open", scale=1, elem_id="rate-open")
         head = gr.Textbox(label="Study and instructions", interactive=False, lines=3)
         status = gr.Markdown(elem_id="rate-status")
-        assignment = gr.State(None)
+        # The page sends back the id of the item it shows (not server-side state, which the
+        # previous call may have moved on), so a resent answer lands on the item the rater saw.
+        shown_item = gr.Textbox(visible="hidden", elem_id="rate-shown-item")
         item_text = gr.Textbox(label="Text with a blank", interactive=False, lines=3)
         slots, answers = [], []
         for _ in range(MAX_OUTPUTS):
@@ -75,24 +79,24 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
         submit = gr.Button(
             "Submit and next", variant="primary", visible=False, elem_id="rate-submit"
         )
-        view = [head, status, assignment, item_text, *slots, preference, comment, submit]
+        view = [head, status, shown_item, item_text, *slots, preference, comment, submit]
 
         def rate_page_load(token_box: str | None, request: gr.Request):
             out = _inline(app.rate_load, 1 + len(view))(token_box, request)
-            opened = not out[0] and bool(out[1])  # a token that opened a session
+            opened = not out[-1] and bool(out[0])  # a token that opened a session
             return (*out, gr.update(visible=not opened))
 
-        page_view = [message, token, *view, token_row]
+        page_view = [token, *view, message, token_row]
         demo.load(rate_page_load, inputs=token, outputs=page_view, **RATING)
         open_btn.click(
-            _inline(app.rate_open, len(view)), inputs=token, outputs=[message, *view], **RATING
+            _inline(app.rate_open, len(view)), inputs=token, outputs=[*view, message], **RATING
         )
         token.submit(
-            _inline(app.rate_open, len(view)), inputs=token, outputs=[message, *view], **RATING
+            _inline(app.rate_open, len(view)), inputs=token, outputs=[*view, message], **RATING
         )
         submit.click(
             _inline(app.rate_submit, len(view)),
-            inputs=[token, assignment, *answers, preference, comment],
-            outputs=[message, *view],
+            inputs=[token, shown_item, *answers, preference, comment],
+            outputs=[*view, message],
             **RATING,
         )

@@ -97,17 +97,19 @@ def _output(item: ItemIn, system: str, r: InfillResult, engine: Engine, decoding
 
 def generate_outputs(
     engine: Engine,
+    compare: Callable[[str, list[str], dict], list],
     items: Sequence[ItemIn],
     systems: Sequence[str],
     max_span_tokens: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[OutputIn]:
-    """Greedy outputs of every system for every item (progress(done, total) after each)."""
+    """Greedy outputs of every system for every item (progress(done, total) after each).
+    compare(text, systems, decoding) runs an item's systems as one batch (one GPU call)."""
     decoding = {"do_sample": False, "max_span_tokens": max_span_tokens}
     total, done = len(items) * len(systems), 0
     outputs = []
-    for item in items:  # an item's systems run as one batch
-        results = engine.compare_infill(item.text, systems, marker=MARKER, **decoding)
+    for item in items:
+        results = compare(item.text, list(systems), decoding)
         for system, r in zip(systems, results, strict=True):
             if isinstance(r, Exception):
                 raise r

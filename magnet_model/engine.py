@@ -441,6 +441,25 @@ class Engine:
     def dtype(self) -> torch.dtype:
         return self._head.weight.dtype
 
+    def to(self, device: str | torch.device) -> torch.device:
+        """Move the model (base and adapters) to `device`; what was computed on the old device
+        (prompt-head KV, stacked LoRA) is dropped and rebuilt there on first use."""
+        device = torch.device(device)
+        with self._lock:
+            if self.device != device:
+                self.model.to(device)
+                self._prefixes.clear()
+                self._row_loras.clear()
+                self.loaded.device = self.device
+        return self.device
+
+    def to_cuda_if_visible(self) -> torch.device:
+        """The model on CUDA when a GPU is visible now, else where it is. For ZeroGPU, which
+        attaches a GPU only while a `spaces.GPU` call runs: call it inside that call."""
+        if self.device.type != "cuda" and torch.cuda.is_available():
+            return self.to("cuda")
+        return self.device
+
     def _tensor(self, rows) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 

@@ -56,6 +56,12 @@ def fills_of(markup: str) -> list[str]:
     return re.findall(r'<mark class="fill"[^>]*>([^<]*)', markup)
 
 
+def downloaded(app, link: str) -> Path:
+    """The private file behind an admin download link (what its route would send)."""
+    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
+    return app.downloads.take(ticket)
+
+
 def answers(n_out: int, appropriate=("Yes", "No"), fluency=("4", "2")) -> list:
     vals = []
     for i in range(MAX_OUTPUTS):
@@ -103,8 +109,8 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     assert n == 2.0 and won in ("75%", "25%")  # A chosen once, then a tie
     assert interval == "not enough votes for an interval (n = 2, need 10)"
     assert rows["MAGNET: fluency (mean)"][2].startswith("not enough votes")
-    out = app.admin_export(True, "pilot", "jsonl")
-    lines = [json.loads(x) for x in Path(out).read_text(encoding="utf-8").splitlines()]
+    out = downloaded(app, app.admin_export(True, "pilot", "jsonl"))
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 4 and {r["comment"] for r in lines} == {"looks fine", None}
 
 
@@ -149,13 +155,13 @@ def test_rater_page_shows_a_refusal_inline_and_keeps_every_answer(app):
     n_view = len(app.rate_open(token))
     submit = rater_page._inline(app.rate_submit, n_view)
     out = submit(token, v["aid"], *answers(2, appropriate=("Yes", None)), "A", "my note")
-    message, rest = out[0], out[1:]
+    message, rest = out[-1], out[:-1]
     assert message.count("Please answer") == 1 and "output B (appropriate?)" in message
     assert 'role="alert"' in message and len(rest) == n_view
     assert all(x == gr.skip() for x in rest)  # nothing the rater entered is reset
     assert app.store.progress("pilot").judgments_done == 0
     ok = submit(token, v["aid"], *answers(2), "A", "")
-    assert ok[0] == "" and view_of(ok[1:])["status"].startswith("1 of 2")
+    assert ok[-1] == "" and view_of(ok[:-1])["status"].startswith("1 of 2")
     assert submit.__name__ == "rate_submit"
 
 
@@ -197,10 +203,13 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         {"key": "a", "text": "the cat [blank] on the mat .", "original": ["sat"]},
         {"key": "b", "text": "the dog ran to the river and the bird flew over the old tree ."},
         {"key": "c", "text": "the king [blank] in the city .", "original": ["was"]},
+        # beyond the 3 rated items: passages for the attention check
+        {"key": "d", "text": "a bird [blank] over the old tree .", "original": ["flew"]},
+        {"key": "e", "text": "the sun [blank] behind the hill .", "original": ["set"]},
     ]
     items.write_text("\n".join(json.dumps(r) for r in rows))
     msg, dropdown = app.admin_create(
-        True, "study1", str(items), 10, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
+        True, "study1", str(items), 3, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
     )
     assert msg.startswith("Created study 'study1': 3 items (1 attention check), systems MAGNET")
     assert dropdown["value"] == "study1"
@@ -220,15 +229,15 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         n_shown = len([s for s in v["slots"] if s[0]["visible"]])
         app.rate_submit(token, v["aid"], *answers(n_shown), None, "")
         summary, raters = app.admin_progress(True, "study1")
-        assert "judgments" in summary and raters[0][:2] == ["Ann", n]
-    regular_rated = raters[0][1] - raters[0][4]  # done minus attention checks done
+        assert "judgments" in summary and raters[0][1:3] == ["Ann", n]
+    regular_rated = raters[0][2] - raters[0][5]  # done minus attention checks done
     table, res, plot = app.admin_results(True, "study1")
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
-    csv_path = app.admin_export(True, "study1", "csv")
-    assert Path(csv_path).read_text(encoding="utf-8").count("\n") >= 2
-    backup = app.admin_backup(True)
-    assert backup.endswith(".sqlite3") and (tmp_path / "db.sqlite3").exists()
+    csv_path = downloaded(app, app.admin_export(True, "study1", "csv"))
+    assert csv_path.read_text(encoding="utf-8").count("\n") >= 2
+    backup = downloaded(app, app.admin_backup(True))
+    assert backup.name.endswith(".sqlite3") and (tmp_path / "db.sqlite3").exists()
 
 
 def test_admin_create_rejects_bad_requests(app, engine, tmp_path):
@@ -295,7 +304,7 @@ def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_pat
     token = link[1].split("token=")[1]
     v = view_of(app.rate_open(token))
     app.rate_submit(token, v["aid"], *answers(2), None, "")
-    exported = Path(app.admin_export(True, "prov", "csv")).read_text(encoding="utf-8")
+    exported = downloaded(app, app.admin_export(True, "prov", "csv")).read_text(encoding="utf-8")
     rows = list(csv.DictReader(exported.splitlines()))
     digest = hashlib.sha256(b"weights").hexdigest()[:12]
     assert {r["rater"] for r in rows} == {"Grace Hopper"}
