@@ -62,8 +62,8 @@ TITLES = {
     "minilm": "all-MiniLM-L6-v2",
 }
 RATER_PATH = "rate"  # the rater-only page; invite links open it
-MAX_OUTPUTS = 4  # output slots on the Rate tab
-MAX_LIKERT = 2  # Likert questions per output on the Rate tab
+MAX_OUTPUTS = 4  # output slots on the rater page
+MAX_LIKERT = 2  # Likert questions per output on the rater page
 BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
 MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
 VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
@@ -377,7 +377,7 @@ class MagnetApp:
             todo += 0 if cached else len(corpus)
         return todo
 
-    # ---------------------------------------------------------------- Rate tab
+    # ---------------------------------------------------------------- rater page (/rate)
 
     def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> tuple:
         """On page load: the token of an invite link (?token=...) opens the session."""

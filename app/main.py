@@ -1,8 +1,8 @@
 """`python -m app`: load the model once, open the annotation store, serve the Gradio UI.
 
-Tabs: Infill, Continue, Search, Rate (raters, by invite link), Admin (only when
-MAGNET_ADMIN_PASSWORD is set). The handlers live in handlers.py; this file is layout, wiring
-and start-up.
+Tabs: Infill, Continue, Search, Admin (only when MAGNET_ADMIN_PASSWORD is set); raters get a
+page of their own at /rate (rater_page.py), which invite links open. The handlers live in
+handlers.py; this file is layout, wiring and start-up.
 """
 
 from __future__ import annotations
