@@ -72,6 +72,7 @@ CSS = """
 .filled sup.fill-n { font-size: 0.7em; color: #92400e; margin-left: 0.1em; }
 .filled-box { padding: 0.5em 0.75em; }
 .rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
+.rate-out-title { padding: 0.4em 0.75em; font-weight: 600; }
 .search-table table th { white-space: nowrap; }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 """

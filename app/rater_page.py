@@ -67,7 +67,7 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
         slots, answers = [], []
         for _ in range(MAX_OUTPUTS):
             with gr.Group(visible=False) as group:
-                title = gr.Markdown()
+                title = gr.Markdown(elem_classes="rate-out-title")
                 shown = gr.HTML(elem_classes="filled-box")
                 appropriate = gr.Radio(["Yes", "No"], label="Appropriate?", visible=False)
                 likerts = [gr.Radio([], visible=False) for _ in range(MAX_LIKERT)]
