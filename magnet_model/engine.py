@@ -1019,7 +1019,10 @@ class Engine:
         step each); visible: the lane's keys this answer may attend to (grown in place)."""
         out: list[int] = []
         count = 0
+        banned = [i for i in self.special_ids(self.roles(None)) if i not in stop]
         while True:
+            logits = logits.float()
+            logits[..., banned] = float("-inf")  # no special token is answer text
             tok = int(_sample(logits, s)[0])
             if tok in stop:
                 reason = "end"

@@ -499,6 +499,27 @@ def test_prompted_answer_cut_at_the_limit_says_max_even_after_leading_spaces(
     assert (reason, written) == ("end", 1)
 
 
+def test_prompted_answers_never_contain_a_special_token(engine, tok):
+    """Logits that rank a special token first (then a word): the word is written."""
+    vocab = len(engine.tokenizer)
+    special = tok.convert_tokens_to_ids("<|im_start|>")
+    cat, sat = tok(" cat sat", add_special_tokens=False).input_ids
+
+    def ranked(*ts):
+        x = torch.zeros(1, vocab)
+        for rank, t in enumerate(ts):
+            x[0, t] = 10.0 - rank
+        return x
+
+    s = engine._sampling(False, 1.0, 1.0, None)
+    steps = engine._answer_steps(ranked(special, cat), 5, 2, s, set(), [True] * 5)
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.send(ranked(special, sat))
+    text, reason, written = done.value.value
+    assert text == tok.decode([cat, sat]) and reason == "max" and written == 2
+
+
 def test_prompted_reply_running_into_the_right_context_is_joined():
     assert prompts.read_answer("sat on the mat . the dog", "the cat ", " on the mat .") == (
         "sat",
