@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
         x.add_argument("--study", required=True)
     sub.choices["results"].add_argument("--exclude-failing-share", type=float)
     sub.add_parser("studies", help="list studies")
+
+    r = sub.add_parser("report", help="write a self-contained HTML report of a study")
+    r.add_argument("study")
+    r.add_argument("--out", required=True, help="HTML file to write")
+    r.add_argument("--exclude-failing-share", type=float)
     return p
 
 
@@ -106,6 +111,14 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
     elif args.cmd == "results":
         res = store.results(args.study, exclude_failing_share=args.exclude_failing_share)
         print(json.dumps(res.to_dict(), indent=2))
+    elif args.cmd == "report":
+        from .report import write_report  # matplotlib is loaded only for this command
+
+        print(
+            write_report(
+                store, args.study, args.out, exclude_failing_share=args.exclude_failing_share
+            )
+        )
     elif args.cmd == "studies":
         for st in store.list_studies():
             print(f"{st.name}\t{st.status}\t{st.n_items} items\t{st.n_raters} raters")
