@@ -24,6 +24,8 @@ import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
 from annotation_db import read_items as read_item_file
+from annotation_db.planner import DEFAULT_ICC, plan_study
+from annotation_db.report import write_report
 from magnet_model import search
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError
@@ -447,48 +449,59 @@ class MagnetApp:
         n_gold: float,
         instructions: str,
         max_span: float = 16,
+        item_kind: str = "words",
         progress=PROGRESS,
     ) -> tuple:
-        """Items (built-in or uploaded), every system's outputs made ahead, one new study."""
+        """Items (built-in or uploaded), every system's outputs made ahead, one new study.
+
+        Outputs are stored as they are made: after a restart, the same name resumes the
+        generation with the settings it started with (studies.build_study)."""
         self._admin(authorized)
-        if not (name or "").strip():
+        name = (name or "").strip()
+        if not name:
             raise gr.Error("Give the study a name.", print_exception=False)
+        resuming = name in studies.unfinished(self.store)
         systems = list(systems or [])
-        if not systems:
+        if not systems and not resuming:
             raise gr.Error("Pick at least one system.", print_exception=False)
         for s in systems:
             why = self.availability(s)
             if why:
                 raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
-        try:
+        if item_kind not in studies.ITEM_KINDS:
+            raise gr.Error(f"Unknown kind of item {item_kind!r}.", print_exception=False)
+        if upload and Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
+            raise gr.Error(
+                f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
+            )
+
+        def make_items() -> list:
             if upload:
-                if Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
-                    raise gr.Error(f"The file is larger than {self.settings.max_upload_mb} MB.")
                 items = studies.blank_uploaded(read_item_file(upload))[: int(n_items)]
+            elif item_kind == "sentence":
+                items = studies.sentence_items(int(n_items))
             else:
                 items = studies.builtin_items(int(n_items))
             if not items:
                 raise gr.Error("No usable item: texts need a [blank] or at least 11 words.")
-            progress(0, desc="Generating outputs")
-            outputs = studies.generate_outputs(
-                self.engine,
-                items,
-                systems,
-                int(max_span),
-                lambda done, total: progress(done / total, desc=f"Outputs {done}/{total}"),
-            )
-            gold_items, gold_outputs = [], []
-            if int(n_gold) > 0:
-                from annotation_db import make_gold_items
+            return items
 
-                gold_items, gold_outputs = make_gold_items(items, int(n_gold), blank=MARKER)
-            info = self.store.create_study(
-                name.strip(),
-                items + gold_items,
-                outputs + gold_outputs,
+        progress(0, desc="Generating outputs")
+        try:
+            info, reused = studies.build_study(
+                self.engine,
+                self.store,
+                name,
+                make_items,
+                systems,
                 questions=list(questions or ["appropriate"]),
-                instructions=instructions or "",
                 raters_per_item=int(raters_per_item),
+                n_gold=int(n_gold),
+                instructions=instructions or "",
+                max_span_tokens=int(max_span),
+                progress=lambda done, total: progress(
+                    done / max(total, 1), desc=f"Outputs {done}/{total}"
+                ),
             )
         except (AnnotationError, MagnetError) as e:
             raise _error(e) from None
@@ -496,7 +509,45 @@ class MagnetApp:
             f"Created study '{info.name}': {info.n_items} items ({info.n_gold} attention checks), "
             f"systems {', '.join(info.systems)}."
         )
+        if resuming:
+            msg += f" Resumed: {reused} outputs had been made before the restart."
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
+
+    def admin_preset(self, authorized: bool, preset: str = "paper") -> tuple:
+        """The paper's protocol in the form: (item kind, items, systems, questions, raters,
+        checks, max span, instructions); the study is made when the admin clicks create."""
+        self._admin(authorized)
+        p = studies.PAPER
+        return (
+            p.item_kind,
+            p.n_items,
+            list(p.systems),
+            list(p.questions),
+            p.raters_per_item,
+            p.n_gold,
+            p.max_span_tokens,
+            p.instructions,
+        )
+
+    def admin_plan(
+        self, p1: float, p2: float, raters_per_item: float, icc: float = DEFAULT_ICC
+    ) -> str:
+        """The sample-size planner's answer for the form's values (Markdown of numbers only)."""
+        try:
+            plan = plan_study(float(p1), float(p2), int(raters_per_item), icc=float(icc))
+        except (AnnotationError, TypeError, ValueError) as e:
+            return f"Planner: {e}"
+        return f"**Planner:** {plan.summary()}"
+
+    def admin_unfinished(self, authorized: bool) -> str:
+        self._admin(authorized)
+        names = studies.unfinished(self.store)
+        if not names:
+            return ""
+        return (
+            "Stopped while generating (type the same name and click create to resume): "
+            + ", ".join(names)
+        )
 
     def admin_invite(
         self, authorized: bool, study: str, names: str, request: gr.Request | None = None
@@ -546,6 +597,22 @@ class MagnetApp:
         out = Path(tempfile.mkdtemp(prefix="magnet-export-")) / f"{study}.{ext}"
         try:
             return str(self.store.export(study, fmt, out))
+        except AnnotationError as e:
+            raise _error(e) from None
+
+    def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
+        """The study's self-contained HTML report, as a file to download."""
+        self._admin(authorized)
+        if not study:
+            raise gr.Error("Pick a study.", print_exception=False)
+        share = (
+            None
+            if exclude_failing_share is None or exclude_failing_share < 0
+            else float(exclude_failing_share)
+        )
+        out = Path(tempfile.mkdtemp(prefix="magnet-report-")) / f"{_safe_filename(study)}.html"
+        try:
+            return str(write_report(self.store, study, out, exclude_failing_share=share))
         except AnnotationError as e:
             raise _error(e) from None
 
@@ -663,6 +730,10 @@ def _fills_highlighted(text: str, filled: str, fills: list[str] | None) -> list[
         out.append((fill, "filled in"))
     out.append((pieces[-1], None))
     return [(p, lab) for p, lab in out if p]
+
+
+def _safe_filename(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "study"
 
 
 def _base_url(request: gr.Request | None) -> str:

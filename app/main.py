@@ -17,8 +17,10 @@ import time
 import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore
+from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 
 from .gpu import HAS_SPACES
@@ -33,6 +35,7 @@ from .handlers import (
     MagnetApp,
 )
 from .settings import AppSettings
+from .studies import ITEM_KINDS
 
 log = logging.getLogger("app")
 
@@ -216,10 +219,29 @@ def _admin_tab(app: MagnetApp) -> None:
                 file_types=[".jsonl", ".csv"],
             )
         with gr.Row():
-            n_items = gr.Slider(2, 200, value=10, step=1, label="Items")
+            paper = gr.Button("Paper protocol", size="sm", elem_id="admin-paper")
+            gr.Markdown(
+                "One sentence removed from each of 100 held-out passages; MAGNET, base "
+                "zero-shot and five-shot; yes/no *contextually appropriate*; 3 raters per item; "
+                "attention checks. Fills the form below."
+            )
+        unfinished = gr.Markdown()
+        with gr.Row():
+            item_kind = gr.Radio(
+                list(ITEM_KINDS),
+                value="words",
+                label="Built-in items: blank 2-5 words, or one whole sentence",
+            )
+            n_items = gr.Slider(2, 400, value=10, step=1, label="Items")
             raters = gr.Slider(1, 10, value=3, step=1, label="Raters per item")
-            n_gold = gr.Slider(0, 10, value=2, step=1, label="Attention checks")
-            span = gr.Slider(1, app.settings.max_span_tokens, value=12, step=1, label="Max span")
+            n_gold = gr.Slider(0, 20, value=2, step=1, label="Attention checks")
+            span_top = max(app.settings.max_span_tokens, SENTENCE_SPAN_TOKENS)
+            span = gr.Slider(1, span_top, value=12, step=1, label="Max span tokens")
+        with gr.Row():
+            p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1", minimum=0, maximum=1)
+            p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2", minimum=0, maximum=1)
+            icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation", minimum=0)
+        plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC), elem_id="admin-plan")
         systems = gr.CheckboxGroup(
             list(INFILL_SYSTEMS), value=list(INFILL_SYSTEMS), label="Systems"
         )
@@ -249,16 +271,34 @@ def _admin_tab(app: MagnetApp) -> None:
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Export format")
             export = gr.Button("Export ratings")
             backup = gr.Button("Back up the database")
+        with gr.Row():
+            report_share = gr.Number(
+                -1,
+                label="Report: leave out raters failing more than this share of checks (-1: none)",
+            )
+            report = gr.Button("HTML report", elem_id="admin-report")
         files = gr.File(label="Download")
     login.click(app.admin_login, inputs=password, outputs=[authorized, panel, login_msg], **RATING)
     login.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
+    login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
+    paper.click(
+        app.admin_preset,
+        inputs=authorized,
+        outputs=[item_kind, n_items, systems, questions, raters, n_gold, span, instructions],
+        **RATING,
+    )
+    for box in (p1, p2, icc, raters):
+        box.change(app.admin_plan, inputs=[p1, p2, raters, icc], outputs=plan, **RATING)
     create.click(
         app.admin_create,
         inputs=[authorized, name, upload, n_items, systems, questions, raters, n_gold]
-        + [instructions, span],
+        + [instructions, span, item_kind],
         outputs=[create_msg, study],
         **MODEL,
+    )
+    report.click(
+        app.admin_report, inputs=[authorized, study, report_share], outputs=files, **RATING
     )
     invite.click(app.admin_invite, inputs=[authorized, study, names], outputs=links, **RATING)
     prog_btn.click(

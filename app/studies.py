@@ -7,12 +7,64 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from annotation_db import ItemIn, OutputIn
+from annotation_db import (
+    AnnotationStore,
+    ItemIn,
+    OutputIn,
+    StudyInfo,
+    finish_draft,
+    get_draft,
+    list_drafts,
+    make_gold_items,
+    save_output,
+    start_draft,
+)
+from annotation_db.questions import appropriate
 from magnet_model.engine import Engine, InfillResult
+from magnet_model.passages import SENTENCE_SPAN_TOKENS, sentence_gaps
 
 MARKER = "[blank]"
 INFILL_SYSTEMS = ("magnet", "zero-shot", "five-shot")
+ITEM_KINDS = ("words", "sentence")  # built-in items: 2-5 words blanked, or one whole sentence
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything a study form sets, so that one click reproduces a protocol."""
+
+    item_kind: str
+    n_items: int
+    systems: tuple[str, ...]
+    questions: tuple[str, ...]
+    raters_per_item: int
+    n_gold: int
+    max_span_tokens: int
+    instructions: str
+
+
+# The paper's human evaluation (Khosla et al., ACL 2025): one sentence removed from each of 100
+# short texts, MAGNET vs the base model prompted zero- and five-shot, raters asked whether each
+# infill is "contextually appropriate" (yes/no). Agreement was not reported; 3 raters per item
+# and attention checks make it measurable here.
+PAPER_QUESTION = appropriate().prompt  # "Is the filled-in text contextually appropriate?"
+PAPER = Preset(
+    item_kind="sentence",
+    n_items=100,
+    systems=INFILL_SYSTEMS,
+    questions=("appropriate",),
+    raters_per_item=3,
+    n_gold=10,
+    max_span_tokens=SENTENCE_SPAN_TOKENS,
+    instructions=(
+        "Each text had one sentence removed; [blank] marks where it was. Every output shows "
+        "the text with a sentence written into the gap (highlighted). For each output, answer: "
+        "is the filled-in text contextually appropriate? Yes if the inserted sentence fits "
+        "what comes before and after it; No if it contradicts, repeats, or does not connect "
+        "them. Some items check attention: one of their outputs plainly does not fit."
+    ),
+)
 
 
 def blank_words(text: str, rng: random.Random, min_words: int = 2, max_words: int = 5) -> tuple:
@@ -45,6 +97,15 @@ def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
     return items
 
 
+def sentence_items(n: int, seed: int = 0) -> list[ItemIn]:
+    """n held-out Wikipedia passages of 3-6 sentences, one middle sentence removed (the
+    paper's protocol; ``magnet_model.passages``)."""
+    return [
+        ItemIn(g.key, g.text(MARKER), [g.removed], f"wikipedia:{g.source}")
+        for g in sentence_gaps(n, seed)
+    ]
+
+
 def blank_uploaded(items: Sequence[ItemIn], seed: int = 0) -> list[ItemIn]:
     """Uploaded items keep their blanks; an item without MARKER gets one span blanked."""
     rng = random.Random(seed)
@@ -72,24 +133,61 @@ def _output(item: ItemIn, system: str, r: InfillResult, model: str, decoding: di
     )
 
 
-def generate_outputs(
+def unfinished(store: AnnotationStore) -> list[str]:
+    """Names of studies whose outputs were being generated when the app stopped."""
+    return [d.name for d in list_drafts(store)]
+
+
+def build_study(
     engine: Engine,
-    items: Sequence[ItemIn],
+    store: AnnotationStore,
+    name: str,
+    make_items: Callable[[], list[ItemIn]],
     systems: Sequence[str],
+    *,
+    questions: Sequence[str],
+    raters_per_item: int,
+    n_gold: int,
+    instructions: str,
     max_span_tokens: int,
     progress: Callable[[int, int], None] | None = None,
-) -> list[OutputIn]:
-    """Greedy outputs of every system for every item (progress(done, total) after each)."""
-    decoding = {"do_sample": False, "max_span_tokens": max_span_tokens}
-    total, done = len(items) * len(systems), 0
-    outputs = []
-    for item in items:  # an item's systems run as one batch
-        results = engine.compare_infill(item.text, systems, marker=MARKER, **decoding)
-        for system, r in zip(systems, results, strict=True):
+) -> tuple[StudyInfo, int]:
+    """Generate every system's output for every item, then create the study.
+
+    Each output is stored the moment it exists (``annotation_db.drafts``); if a study of this
+    name was being generated when the app stopped, its stored items, settings and outputs are
+    used and only the missing outputs are made (``make_items`` is not called). Returns the
+    study and how many outputs were already there.
+    """
+    name = (name or "").strip()
+    if name in unfinished(store):
+        draft = get_draft(store, name)
+    else:
+        settings = {
+            "questions": list(questions),
+            "instructions": instructions,
+            "raters_per_item": int(raters_per_item),
+            "n_gold": int(n_gold),
+            "max_span_tokens": int(max_span_tokens),
+        }
+        draft = start_draft(store, name, make_items(), list(systems), settings)
+    decoding = {"do_sample": False, "max_span_tokens": int(draft.settings["max_span_tokens"])}
+    reused = done = len(draft.outputs)
+    total = draft.n_needed
+    if progress:
+        progress(done, total)
+    for item, todo in draft.missing:  # an item's missing systems run as one batch
+        results = engine.compare_infill(item.text, todo, marker=MARKER, **decoding)
+        for system, r in zip(todo, results, strict=True):
             if isinstance(r, Exception):
                 raise r
-            outputs.append(_output(item, system, r, engine.loaded.source, decoding))
+            save_output(store, name, _output(item, system, r, engine.loaded.source, decoding))
             done += 1
             if progress:
                 progress(done, total)
-    return outputs
+    gold_items, gold_outputs = [], []
+    if int(draft.settings.get("n_gold", 0)) > 0:
+        gold_items, gold_outputs = make_gold_items(
+            draft.items, int(draft.settings["n_gold"]), blank=MARKER
+        )
+    return finish_draft(store, name, gold_items, gold_outputs), reused
