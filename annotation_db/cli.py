@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from .errors import AnnotationError
 from .io import FORMATS, read_items, read_outputs, write_items
+from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study
 from .settings import DBSettings
 from .store import AnnotationStore
 
@@ -59,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["results"].add_argument("--exclude-failing-share", type=float)
     sub.add_parser("studies", help="list studies")
 
+    pl = sub.add_parser("plan", help="items needed to tell two rates apart (80%% power)")
+    pl.add_argument("--p1", type=float, default=DEFAULT_RATES[0])
+    pl.add_argument("--p2", type=float, default=DEFAULT_RATES[1])
+    pl.add_argument("--raters-per-item", type=int, default=3)
+    pl.add_argument("--icc", type=float, default=DEFAULT_ICC, help="intra-item correlation")
+    pl.add_argument("--alpha", type=float, default=0.05)
+    pl.add_argument("--power", type=float, default=0.8)
+
     r = sub.add_parser("report", help="write a self-contained HTML report of a study")
     r.add_argument("study")
     r.add_argument("--out", required=True, help="HTML file to write")
@@ -69,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.cmd == "plan":  # no database needed
+            plan = plan_study(
+                args.p1, args.p2, args.raters_per_item, icc=args.icc, alpha=args.alpha,
+                power=args.power,
+            )  # fmt: skip
+            print(plan.summary())
+            print(json.dumps(plan.to_dict(), indent=2))
+            return 0
         store = AnnotationStore(settings=DBSettings.from_env(url=args.db, path=args.db_path))
         with store:
             return _run(store, args)

@@ -38,7 +38,7 @@ class Plan:
     power: float
     cohen_h: float
     design_effect: float
-    judgments_per_system: int  # independent-equivalent judgments needed, per system
+    effective_judgments: int  # independent-equivalent judgments needed, per system
     items: int  # items needed (each rated by raters_per_item raters), per system
     achieved_power: float  # at that many items
     half_width_1: float  # expected 95% CI half-width of p1's estimate at that many items
@@ -125,7 +125,7 @@ def plan_study(
         power=power,
         cohen_h=h,
         design_effect=deff,
-        judgments_per_system=math.ceil(n),
+        effective_judgments=math.ceil(n),
         items=items,
         achieved_power=power_of(h, items * k / deff, alpha),
         half_width_1=half_width(p1, items, k, icc),

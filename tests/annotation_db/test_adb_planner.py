@@ -70,3 +70,13 @@ def test_plan_for_the_papers_rates():
 def test_bad_inputs_say_why(kwargs):
     with pytest.raises(InvalidInputError):
         plan_study(**kwargs)
+
+
+def test_plan_command(capsys):
+    from annotation_db.cli import main
+
+    assert main(["plan", "--p1", "0.62", "--p2", "0.54", "--raters-per-item", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{plan_study().items} items x 3 raters per item")
+    assert main(["plan", "--p1", "0.6", "--p2", "0.6"]) == 2
+    assert capsys.readouterr().err.startswith("error: the two rates are equal")
