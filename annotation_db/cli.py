@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .errors import AnnotationError
 from .io import FORMATS, read_items, read_outputs, write_items
-from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study
+from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study, power_at
 from .settings import DBSettings
 from .store import AnnotationStore
 
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--icc", type=float, default=DEFAULT_ICC, help="intra-item correlation")
     pl.add_argument("--alpha", type=float, default=0.05)
     pl.add_argument("--power", type=float, default=0.8)
+    pl.add_argument("--items", type=int, nargs="*", default=[], help="also: power at N items")
 
     r = sub.add_parser("report", help="write a self-contained HTML report of a study")
     r.add_argument("study")
@@ -84,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 power=args.power,
             )  # fmt: skip
             print(plan.summary())
+            for n in args.items:
+                pw = power_at(n, args.p1, args.p2, args.raters_per_item, icc=args.icc,
+                              alpha=args.alpha)  # fmt: skip
+                print(f"{n} items x {args.raters_per_item} raters: power {pw:.0%}")
             print(json.dumps(plan.to_dict(), indent=2))
             return 0
         store = AnnotationStore(settings=DBSettings.from_env(url=args.db, path=args.db_path))

@@ -133,6 +133,24 @@ def plan_study(
     )
 
 
+def power_at(
+    n_items: int,
+    p1: float = DEFAULT_RATES[0],
+    p2: float = DEFAULT_RATES[1],
+    raters_per_item: int = 3,
+    *,
+    icc: float = DEFAULT_ICC,
+    alpha: float = 0.05,
+) -> float:
+    """Power of a study of n_items items x raters_per_item raters (same model as plan_study)."""
+    if isinstance(n_items, bool) or int(n_items) != n_items or n_items < 1:
+        raise InvalidInputError("the number of items must be a whole number of at least 1")
+    for name, v in (("expected rate 1", p1), ("expected rate 2", p2)):
+        _check_unit(name, v)
+    n_eff = n_items * raters_per_item / design_effect(raters_per_item, icc)
+    return power_of(cohen_h(p1, p2), n_eff, alpha)
+
+
 def _check_unit(name: str, v: float) -> None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
         raise InvalidInputError(f"{name} must be between 0 and 1 (exclusive), not {v!r}")

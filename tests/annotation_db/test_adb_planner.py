@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from annotation_db import InvalidInputError
-from annotation_db.planner import n_per_group, plan_study, power_of
+from annotation_db.planner import n_per_group, plan_study, power_at, power_of
 
 
 # Cohen (1988), Statistical Power Analysis, Table 6.4.1: n per sample for a two-sided test of
@@ -78,5 +78,9 @@ def test_plan_command(capsys):
     assert main(["plan", "--p1", "0.62", "--p2", "0.54", "--raters-per-item", "3"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{plan_study().items} items x 3 raters per item")
+    assert main(["plan", "--raters-per-item", "2", "--items", "20", "318"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"20 items x 2 raters: power {power_at(20, raters_per_item=2):.0%}"
+    assert power_at(20, raters_per_item=2) < 0.2 and power_at(318) == plan_study().achieved_power
     assert main(["plan", "--p1", "0.6", "--p2", "0.6"]) == 2
     assert capsys.readouterr().err.startswith("error: the two rates are equal")
