@@ -24,7 +24,7 @@ import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
 from annotation_db import read_items as read_item_file
-from annotation_db.planner import DEFAULT_ICC, plan_study
+from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import write_report
 from magnet_model import search
 from magnet_model.engine import Engine
@@ -530,14 +530,25 @@ class MagnetApp:
         )
 
     def admin_plan(
-        self, p1: float, p2: float, raters_per_item: float, icc: float = DEFAULT_ICC
+        self,
+        p1: float,
+        p2: float,
+        raters_per_item: float,
+        icc: float = DEFAULT_ICC,
+        n_items: float | None = None,
     ) -> str:
-        """The sample-size planner's answer for the form's values (Markdown of numbers only)."""
+        """The sample-size planner's answer for the form's values (Markdown of numbers only),
+        and the power of the number of items the form asks for."""
         try:
-            plan = plan_study(float(p1), float(p2), int(raters_per_item), icc=float(icc))
+            k = int(raters_per_item)
+            plan = plan_study(float(p1), float(p2), k, icc=float(icc))
+            line = f"**Planner:** {plan.summary()}"
+            if n_items:
+                pw = power_at(int(n_items), float(p1), float(p2), k, icc=float(icc))
+                line += f" This form's {int(n_items)} items: power {pw:.0%}."
         except (AnnotationError, TypeError, ValueError) as e:
             return f"Planner: {e}"
-        return f"**Planner:** {plan.summary()}"
+        return line
 
     def admin_unfinished(self, authorized: bool) -> str:
         self._admin(authorized)

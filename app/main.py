@@ -241,7 +241,7 @@ def _admin_tab(app: MagnetApp) -> None:
             p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1", minimum=0, maximum=1)
             p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2", minimum=0, maximum=1)
             icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation", minimum=0)
-        plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC), elem_id="admin-plan")
+        plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC, 10), elem_id="admin-plan")
         systems = gr.CheckboxGroup(
             list(INFILL_SYSTEMS), value=list(INFILL_SYSTEMS), label="Systems"
         )
@@ -288,8 +288,8 @@ def _admin_tab(app: MagnetApp) -> None:
         outputs=[item_kind, n_items, systems, questions, raters, n_gold, span, instructions],
         **RATING,
     )
-    for box in (p1, p2, icc, raters):
-        box.change(app.admin_plan, inputs=[p1, p2, raters, icc], outputs=plan, **RATING)
+    for box in (p1, p2, icc, raters, n_items):
+        box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)
     create.click(
         app.admin_create,
         inputs=[authorized, name, upload, n_items, systems, questions, raters, n_gold]

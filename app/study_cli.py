@@ -18,7 +18,7 @@ import sys
 from tqdm import tqdm
 
 from annotation_db import AnnotationError, AnnotationStore
-from annotation_db.planner import plan_study
+from annotation_db.planner import plan_study, power_at
 from magnet_model.errors import MagnetError
 from magnet_model.settings import ModelSpec, add_model_args
 
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     n_gold = preset.n_gold if args.n_gold is None else args.n_gold
     try:
         print(plan_study(raters_per_item=raters).summary(), file=sys.stderr)
+        power = power_at(n_items, raters_per_item=raters)
+        print(f"This study: {n_items} items x {raters} raters, power {power:.0%}.", file=sys.stderr)
         store = AnnotationStore(url=args.db_url, path=args.db_path)
         engine, unavailable = load_engine(ModelSpec.from_args(args))
         missing = [s for s in preset.systems if s in unavailable]

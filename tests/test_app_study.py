@@ -90,6 +90,7 @@ def test_planner_in_the_form(engine, tmp_path):
     app = make_app(tmp_path, engine)
     text = app.admin_plan(0.62, 0.54, 3, 0.3)
     assert "318 items x 3 raters" in text and "80% power" in text
+    assert "This form's 100 items: power 35%" in app.admin_plan(0.62, 0.54, 3, 0.3, 100)
     assert "between 0 and 1" in app.admin_plan(0.62, 1.5, 3, 0.3)
 
 

@@ -27,7 +27,7 @@ def test_paper_preset_from_the_cli_resumes(tmp_path, monkeypatch, capsys):
     argv = ["--name", "paper-cli", "--n-items", "3", "--n-gold", "2", "--db-path", db]
     assert study_cli.main(argv) == 2
     err = capsys.readouterr().err
-    assert "items x 3 raters" in err  # the planner's answer first
+    assert "items x 3 raters" in err and "This study: 3 items x 3 raters, power" in err
     assert err.strip().endswith("error: interrupted")
     assert study_cli.main(argv) == 0
     assert "(3 outputs reused)" in capsys.readouterr().out
