@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from .gold import make_gold_items
 from .results import StudyResults
-from .schema import Assignment, Item, Output, Study
+from .schema import Assignment, Item, Output, Rater, Study
 from .stats import wilson_interval
 from .store import AnnotationStore
 from .views import ItemIn, OutputIn
@@ -119,6 +119,10 @@ def simulate_study(
         n_raters += 1
         careless = rng.random() < c.inattentive_share
         inv = store.invite(name, f"sim-{n_raters}")
+        # The store draws each rater's order seed from `secrets`; fixing it from the
+        # simulation's seed makes a simulated study repeatable (the assignment is unchanged).
+        order_seed = rng.getrandbits(62)
+        store.db.write(lambda s, rid=inv.rater_id, v=order_seed: _set_seed(s, rid, v))
         if careless:
             inattentive.add(inv.rater_id)
         for _ in range(c.items_per_rater):
@@ -171,6 +175,10 @@ def _output_probabilities(
         return {oid: gold[role] if role else q[(key, system)] for oid, system, role, key in rows}
 
     return store.db.read(fn)
+
+
+def _set_seed(s, rater_id: int, seed: int) -> None:  # noqa: ANN001 - a Session
+    s.get(Rater, rater_id).seed = seed
 
 
 def _assignment_orders(store: AnnotationStore):  # noqa: ANN202 - a lookup function
