@@ -1,6 +1,13 @@
-# Hugging Face Docker Space (sdk: docker, app_port: 7860). Same set-up as the README:
-# `make setup` builds .venv, `make prepare` warms the model cache, `make run` serves.
+# Hugging Face Docker Space (sdk: docker, app_port: 7860; CPU basic, or a dedicated GPU).
+# Same set-up as the README: `make setup` builds .venv, `make prepare` warms the model cache,
+# `make run` serves. ZeroGPU cannot run a Docker Space: see deploy/zerogpu/ for that recipe.
 FROM python:3.11-slim
+
+# Where torch comes from. The default, PyTorch's CPU wheel index, gives the CPU build (no CUDA
+# libraries, several GB lighter). For a GPU Docker Space set the Space variable
+# TORCH_INDEX_URL=https://pypi.org/simple (Spaces pass variables as build arguments): PyPI's
+# build of the same release, with CUDA.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends make git \
@@ -12,11 +19,17 @@ USER user
 ENV HOME=/home/user \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
+    PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /home/user/app
 
 COPY --chown=user requirements.txt requirements-assets.txt Makefile ./
-RUN make setup PYTHON=python3
+# torch first, at the release requirements.txt pins, from TORCH_INDEX_URL; `make setup` then
+# finds it installed (2.13.0+cpu satisfies torch==2.13.0) and adds everything else from PyPI.
+RUN python3 -m venv .venv \
+    && .venv/bin/pip install --index-url "$TORCH_INDEX_URL" \
+        "$(grep -E '^torch==' requirements.txt | cut -d' ' -f1)" \
+    && make setup PYTHON=python3
 COPY --chown=user . .
 # De-quantize the embedded model at build time so the Space starts in seconds.
 RUN make prepare

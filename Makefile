@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint format prepare clean-venv
+.PHONY: setup run test lint format prepare clean-venv zerogpu-space
 
 setup: $(STAMP)
 
@@ -35,3 +35,13 @@ format: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The folder of a Gradio-SDK Space for ZeroGPU (README "Hugging Face Spaces"): the committed
+# code and adapters, with deploy/zerogpu/'s README.md (front matter) and requirements.txt.
+# Push it with `hf upload OWNER/SPACE $(SPACE_DIR) --repo-type space`.
+SPACE_DIR ?= build/zerogpu-space
+zerogpu-space:
+	rm -rf $(SPACE_DIR)
+	mkdir -p $(SPACE_DIR)
+	git archive HEAD space.py app annotation_db magnet_model adapters | tar -x -C $(SPACE_DIR)
+	cp deploy/zerogpu/README.md deploy/zerogpu/requirements.txt $(SPACE_DIR)/

@@ -27,16 +27,18 @@ from .errors import (
     InvalidInputError,
     NotAssignedError,
     NotFoundError,
+    StorageError,
     StudyClosedError,
     UnknownTokenError,
     UnsupportedError,
 )
 from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
-from .io import export_rows, read_items, read_outputs, write_items
+from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
 from .results import StudyResults
+from .schema import ARENA_SEEN_UNBLINDED
 from .settings import DBSettings, default_db_path, sqlite_url
-from .store import ARENA_STUDY, AnnotationStore, label_of
+from .store import ARENA_STUDY, AnnotationStore, check_study_name, label_of
 from .views import (
     Invite,
     ItemIn,
@@ -54,6 +56,7 @@ from .views import (
 
 __all__ = [
     "ALL_BAD",
+    "ARENA_SEEN_UNBLINDED",
     "ARENA_STUDY",
     "AlreadySubmittedError",
     "AnnotationError",
@@ -76,6 +79,7 @@ __all__ = [
     "RaterProgress",
     "RaterSession",
     "RaterStatus",
+    "StorageError",
     "StudyClosedError",
     "StudyInfo",
     "StudyProgress",
@@ -86,6 +90,7 @@ __all__ = [
     "UnsupportedError",
     "VoteReceipt",
     "appropriate",
+    "check_study_name",
     "comment",
     "discard_draft",
     "finish_draft",
@@ -102,6 +107,7 @@ __all__ = [
     "preference",
     "read_items",
     "read_outputs",
+    "safe_file_stem",
     "sqlite_url",
     "write_items",
 ]

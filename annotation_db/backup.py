@@ -3,10 +3,12 @@
 The copy is consistent even while raters are submitting: SQLite copies pages and restarts
 if a writer changes the source mid-way. It is written to a temporary file, checked with
 ``PRAGMA integrity_check``, then renamed into place, so ``dest`` is never half-written.
+The copy (and its journal while it is written) is readable by its owner only.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -30,6 +32,8 @@ def backup_sqlite(engine: Engine, dest: Path, *, overwrite: bool = False) -> Pat
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".partial")
     tmp.unlink(missing_ok=True)
+    # SQLite takes an empty file as an empty database and gives its journal the same mode.
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     raw = engine.raw_connection()
     try:
         target = sqlite3.connect(tmp)

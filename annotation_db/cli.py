@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from .errors import AnnotationError
 from .io import FORMATS, read_items, read_outputs, write_items
 from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study, power_at
+from .schema import STUDY_STATUSES
 from .settings import DBSettings
 from .store import AnnotationStore
 
@@ -53,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("invite", help="create raters and print their tokens")
     i.add_argument("--study", required=True)
     i.add_argument("names", nargs="+")
+
+    st = sub.add_parser("status", help="close, reopen or draft a study")
+    st.add_argument("--study", required=True)
+    st.add_argument("status", choices=STUDY_STATUSES)
+
+    r = sub.add_parser("revoke", help="make a rater's invite token stop working")
+    r.add_argument("--study", required=True)
+    r.add_argument("rater_id", type=int, help="the rater's id (see `progress`)")
 
     for name, help_ in (("progress", "progress per rater"), ("results", "results as JSON")):
         x = sub.add_parser(name, help=help_)
@@ -128,6 +137,12 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
     elif args.cmd == "invite":
         for inv in store.invite_many(args.study, args.names):
             print(f"{inv.display_name}\t{inv.token}")
+    elif args.cmd == "status":
+        info = store.set_status(args.study, args.status)
+        print(f"study {info.name!r} is {info.status}")
+    elif args.cmd == "revoke":
+        r = store.revoke(args.study, args.rater_id)
+        print(f"revoked the token of rater {r.rater_id} ({r.display_name}); {r.done} answers kept")
     elif args.cmd == "progress":
         print(json.dumps(store.progress(args.study).to_dict(), indent=2, default=str))
     elif args.cmd == "results":

@@ -34,6 +34,9 @@ class StudyDraft(Base):
     items: Mapped[list[Any]] = mapped_column()  # ItemIn as dicts
     systems: Mapped[list[Any]] = mapped_column()
     settings: Mapped[dict[str, Any]] = mapped_column()  # create_study keywords + generation
+    # made up front, nothing to generate: e.g. attention checks (ItemIn / OutputIn as dicts)
+    extra_items: Mapped[list[Any]] = mapped_column(default=list)
+    extra_outputs: Mapped[list[Any]] = mapped_column(default=list)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -58,6 +61,8 @@ class Draft:
     settings: dict[str, Any]
     outputs: list[OutputIn] = field(default_factory=list)
     resumed: bool = False  # True when start_draft found it already stored
+    extra_items: list[ItemIn] = field(default_factory=list)  # e.g. attention checks
+    extra_outputs: list[OutputIn] = field(default_factory=list)
 
     @property
     def missing(self) -> list[tuple[ItemIn, list[str]]]:
@@ -81,8 +86,14 @@ def start_draft(
     items: Sequence[ItemIn],
     systems: Sequence[str],
     settings: Mapping[str, Any],
+    *,
+    extra_items: Sequence[ItemIn] = (),
+    extra_outputs: Sequence[OutputIn] = (),
 ) -> Draft:
-    """Store a new draft, or return the stored one of that name (``resumed=True``)."""
+    """Store a new draft, or return the stored one of that name (``resumed=True``).
+
+    ``extra_items`` / ``extra_outputs`` (attention checks, say) need no generation; they are
+    kept with the draft and added to the study by ``finish_draft``."""
     name = (name or "").strip()
     if not name:
         raise InvalidInputError("give the study a name")
@@ -100,6 +111,8 @@ def start_draft(
             items=[asdict(it) for it in items],
             systems=list(systems),
             settings=dict(settings),
+            extra_items=[asdict(it) for it in extra_items],
+            extra_outputs=[_jsonable(asdict(o)) for o in extra_outputs],
         )
         s.add(row)
         s.flush()
@@ -154,14 +167,18 @@ def finish_draft(
     extra_items: Sequence[ItemIn] = (),
     extra_outputs: Sequence[OutputIn] = (),
 ) -> StudyInfo:
-    """Create the study from the draft (plus e.g. attention checks), then drop the draft."""
+    """Create the study from the draft (with its extra items and outputs, and any given here),
+    then drop the draft."""
     d = get_draft(store, name)
     if d.missing:
         n = sum(len(sys_) for _, sys_ in d.missing)
         raise InvalidInputError(f"the study {name!r} still misses {n} of {d.n_needed} outputs")
     kwargs = {k: d.settings[k] for k in _STUDY_KEYS if k in d.settings}
     info = store.create_study(
-        d.name, [*d.items, *extra_items], [*d.outputs, *extra_outputs], **kwargs
+        d.name,
+        [*d.items, *d.extra_items, *extra_items],
+        [*d.outputs, *d.extra_outputs, *extra_outputs],
+        **kwargs,
     )
     discard_draft(store, name)
     return info
@@ -197,6 +214,8 @@ def _draft(s: Session, row: StudyDraft, *, resumed: bool) -> Draft:
         settings=dict(row.settings),
         outputs=[OutputIn(**d) for d in outs],
         resumed=resumed,
+        extra_items=[ItemIn(**d) for d in row.extra_items or []],
+        extra_outputs=[OutputIn(**d) for d in row.extra_outputs or []],
     )
 
 

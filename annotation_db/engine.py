@@ -13,15 +13,16 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from .errors import AnnotationError, StorageError
 from .schema import Base
 from .settings import DBSettings
 
@@ -80,11 +81,42 @@ def _retryable(exc: BaseException) -> bool:
     return False
 
 
+class _RolledBack(Exception):
+    """Raised inside the write check so that its transaction is rolled back."""
+
+
+def _where(settings: DBSettings) -> str:
+    return make_url(settings.url).render_as_string(hide_password=True)
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).strip().splitlines()[0] or type(exc).__name__
+
+
 class Database:
-    """An engine plus session factories; ``write``/``read`` run one unit of work each."""
+    """An engine plus session factories; ``write``/``read`` run one unit of work each.
+
+    Opening checks that the database can be written (a write transaction that is rolled back),
+    so a read-only file or folder stops at start with one sentence instead of losing the first
+    rating. A storage failure later (disk full, file made read-only) raises ``StorageError``.
+    """
 
     def __init__(self, settings: DBSettings, *, create: bool = True) -> None:
         self.settings = settings
+        try:
+            self._open(create)
+        except AnnotationError:
+            raise
+        except (OSError, DBAPIError) as e:
+            raise StorageError(
+                f"The database {_where(settings)} cannot be opened for writing ({_reason(e)}); "
+                "check that its folder exists and is writable, or set MAGNET_DB_PATH or "
+                "MAGNET_DB_URL."
+            ) from e
+
+    def _open(self, create: bool) -> None:
+        settings = self.settings
         self.engine = make_engine(settings)
         self._write_sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._read_sessions = sessionmaker(
@@ -99,6 +131,25 @@ class Database:
         )
         if create:
             self.create_all()
+        self.check_writable()
+
+    def check_writable(self) -> None:
+        """A write in a transaction that is rolled back: fails on a read-only database (SQLite
+        opens a read-only file without complaint and fails only at the first real write, so
+        it creates a table; PostgreSQL refuses any UPDATE in a read-only transaction or
+        without the privilege, so no table-creation right is needed there)."""
+        sql = (
+            "CREATE TABLE annotation_db_write_check (x INTEGER)"
+            if is_sqlite(self.engine)
+            else "UPDATE rater SET seed = seed WHERE 1 = 0"
+        )
+
+        def probe(s: Session) -> None:
+            s.execute(text(sql))
+            raise _RolledBack
+
+        with suppress(_RolledBack):
+            self.write(probe, _wrap=False)
 
     def create_all(self) -> None:
         def run() -> None:
@@ -114,20 +165,46 @@ class Database:
         with factory.begin() as session:
             yield session
 
-    def write(self, fn: Callable[[Session], T], *, deadline_s: float = 120.0) -> T:
-        """Run ``fn`` in one write transaction; retried as a whole while the database is busy."""
+    def write(
+        self, fn: Callable[[Session], T], *, deadline_s: float = 120.0, _wrap: bool = True
+    ) -> T:
+        """Run ``fn`` in one write transaction; retried as a whole while the database is busy.
+
+        A failure of the database itself becomes ``StorageError`` (nothing was written);
+        ``IntegrityError`` is left to the caller, which may rerun ``fn`` after losing a race.
+        """
         if self._write_lock is None:
-            return retry(lambda: self._run(self._write_sessions, fn), deadline_s=deadline_s)
 
-        def locked() -> T:
-            with self._write_lock:
-                return self._run(self._write_sessions, fn)
+            def run() -> T:
+                return retry(lambda: self._run(self._write_sessions, fn), deadline_s=deadline_s)
+        else:
 
-        return retry(locked, deadline_s=deadline_s)
+            def locked() -> T:
+                with self._write_lock:
+                    return self._run(self._write_sessions, fn)
+
+            def run() -> T:
+                return retry(locked, deadline_s=deadline_s)
+
+        if not _wrap:
+            return run()
+        try:
+            return run()
+        except (IntegrityError, AnnotationError):
+            raise
+        except (DBAPIError, OSError) as e:
+            raise StorageError(
+                f"the database could not be written ({_reason(e)}); nothing was saved"
+            ) from e
 
     def read(self, fn: Callable[[Session], T], *, deadline_s: float = 120.0) -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
-        return retry(lambda: self._run(self._read_sessions, fn), deadline_s=deadline_s)
+        try:
+            return retry(lambda: self._run(self._read_sessions, fn), deadline_s=deadline_s)
+        except (IntegrityError, AnnotationError):
+            raise
+        except (DBAPIError, OSError) as e:
+            raise StorageError(f"the database could not be read ({_reason(e)})") from e
 
     def _run(self, factory: sessionmaker[Session], fn: Callable[[Session], T]) -> T:
         with self._session(factory) as session:

@@ -44,3 +44,8 @@ class DuplicateError(AnnotationError):
 
 class UnsupportedError(AnnotationError):
     """The operation does not exist for this database backend (e.g. SQLite backup on Postgres)."""
+
+
+class StorageError(AnnotationError):
+    """The database cannot be opened, read or written (read-only file or folder, full disk,
+    server gone); nothing of the failed operation was stored."""

@@ -1,5 +1,10 @@
-"""Attention checks: gold items where one output is the original text and one a corrupted
-fill (the hidden span of another document), so a careful rater can always tell them apart."""
+"""Attention checks: gold items where one output is the original text and the others corrupted
+fills (the hidden spans of other documents), so a careful rater can always tell them apart.
+
+A check must look like any other item: it shows as many outputs as the regular items do, and
+its passage is not one of the study's items (a rater who saw the passage twice, once with the
+true words, would spot the check). Build checks from passages kept out of the study.
+"""
 
 from __future__ import annotations
 
@@ -25,30 +30,54 @@ def fill_blanks(text: str, spans: Sequence[str], blank: str) -> str:
     return out
 
 
-def make_gold_items(
-    items: Sequence[ItemIn], n: int, *, blank: str, seed: int = 0, prefix: str = "gold-"
-) -> tuple[list[ItemIn], list[OutputIn]]:
-    """Build ``n`` attention-check items from items that carry their original span(s).
+def _spans(it: ItemIn) -> list[str]:
+    return [it.original] if isinstance(it.original, str) else list(it.original)
 
-    The corrupted fill of each takes the spans of a different item (from another source when
-    possible), so it reads fluently but does not fit the context.
+
+def make_gold_items(
+    passages: Sequence[ItemIn],
+    n: int,
+    *,
+    blank: str,
+    seed: int = 0,
+    prefix: str = "gold-",
+    n_outputs: int = 2,
+    donors: Sequence[ItemIn] = (),
+) -> tuple[list[ItemIn], list[OutputIn]]:
+    """Build ``n`` attention-check items from ``passages`` that carry their original span(s).
+
+    ``passages`` must not be items of the study (``create_study`` refuses a check whose text is
+    one of its items). Each check has ``n_outputs`` outputs, as many as a regular item shows:
+    the original and ``n_outputs - 1`` corrupted fills, each taking the spans of a different
+    document (from ``passages``, then ``donors``, another source first), so they read fluently
+    but do not fit the context.
     """
-    pool = [it for it in items if it.original and not it.is_gold]
     if n < 1:
         return [], []
-    if len(pool) < 2:
-        raise InvalidInputError("attention checks need at least two items with an original span")
+    if n_outputs < 2:
+        raise InvalidInputError("an attention check needs at least two outputs")
+    pool = [it for it in passages if it.original and not it.is_gold]
+    if len(pool) < n:
+        raise InvalidInputError(
+            f"{n} attention check(s) need {n} passages with an original span that are not in "
+            f"the study; {len(pool)} given"
+        )
+    spare = [d for d in donors if d.original and not d.is_gold]
     rng = random.Random(seed)
-    chosen = rng.sample(pool, min(n, len(pool)))
+    chosen = rng.sample(pool, n)
     gold_items, outs = [], []
     for it in chosen:
-        orig = [it.original] if isinstance(it.original, str) else list(it.original)
-        donors = [d for d in pool if d.key != it.key and d.source != it.source] or [
-            d for d in pool if d.key != it.key
+        orig = _spans(it)
+        others = [d for d in [*pool, *spare] if d.key != it.key and _spans(d) != orig]
+        ranked = [d for d in others if d.source != it.source] + [
+            d for d in others if d.source == it.source
         ]
-        donor = rng.choice(donors)
-        d_orig = [donor.original] if isinstance(donor.original, str) else list(donor.original)
-        wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
+        if len(ranked) < n_outputs - 1:
+            raise InvalidInputError(
+                f"attention checks with {n_outputs} outputs need {n_outputs - 1} other "
+                "documents to take wrong spans from; give more passages"
+            )
+        head = ranked[: max(n_outputs - 1, min(len(ranked), 4 * n_outputs))]
         key = f"{prefix}{it.key}"
         gold_items.append(ItemIn(key, it.text, orig, it.source, is_gold=True))
         outs.append(
@@ -56,13 +85,16 @@ def make_gold_items(
                 key, GOLD_ORIGINAL, fill_blanks(it.text, orig, blank), orig, gold_role="original"
             )
         )
-        outs.append(
-            OutputIn(
-                key,
-                GOLD_CORRUPTED,
-                fill_blanks(it.text, wrong, blank),
-                wrong,
-                gold_role="corrupted",
+        for j, donor in enumerate(rng.sample(head, n_outputs - 1)):
+            d_orig = _spans(donor)
+            wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
+            outs.append(
+                OutputIn(
+                    key,
+                    GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}",
+                    fill_blanks(it.text, wrong, blank),
+                    wrong,
+                    gold_role="corrupted",
+                )
             )
-        )
     return gold_items, outs

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -26,6 +27,31 @@ FORMATS = ("csv", "jsonl", "datasets")
 MAX_IMPORT_BYTES = 200 * 1024 * 1024
 _ITEM_FIELDS = [f.name for f in fields(ItemIn)]
 _OUTPUT_FIELDS = [f.name for f in fields(OutputIn)]
+# OWASP "CSV injection": a cell starting with one of these is a formula to spreadsheets.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_file_stem(name: str) -> str:
+    """``name`` reduced to a file name without folders: runs of anything but ASCII letters,
+    digits, '-', '_' and '.' become '_', leading dots are dropped (no '..', no hidden file)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".")
+    stem = re.sub(r"\.{2,}", ".", stem)[:100]
+    return stem or "study"
+
+
+def neutralize_formula(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, prefixed with ``'`` so it shows
+    as text (OWASP CSV injection guidance); anything else unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _private_open(path: Path, newline: str | None = None):  # noqa: ANN202 - a text file
+    """Open ``path`` for writing, readable by its owner only (ratings are personal data)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    return open(fd, "w", encoding="utf-8", newline=newline)
 
 
 # ---------------------------------------------------------------------- import
@@ -207,7 +233,7 @@ def export_study(store: AnnotationStore, study: str, fmt: str, out: Path) -> Pat
         _write_jsonl(out, rows)
         return out
     if fmt == "csv":
-        _write_csv(out, _flatten(rows))
+        _write_csv(out, _flatten(rows), neutralize=True)
         return out
     items, outputs = store.items(study)
     out.mkdir(parents=True, exist_ok=True)
@@ -240,25 +266,30 @@ def _flatten(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with _private_open(tmp) as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     tmp.replace(path)
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+def _write_csv(path: Path, rows: list[dict[str, Any]], *, neutralize: bool = False) -> None:
+    """``neutralize``: for files meant for spreadsheets (rating exports); the items/outputs
+    CSV written by ``write_items`` stays exact, since ``read_items`` reads it back."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header: list[str] = []
     for r in rows:
         header.extend(k for k in r if k not in header)
+    cell = neutralize_formula if neutralize else (lambda v: v)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header)
+    with _private_open(tmp, newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[cell(h) for h in header])
         w.writeheader()
         for r in rows:
             w.writerow(
                 {
-                    k: json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
+                    cell(k): cell(
+                        json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v
+                    )
                     for k, v in r.items()
                 }
             )

@@ -147,8 +147,8 @@ def _rates(res: StudyResults) -> list[str]:
         [s.system for s in rows],
         [s.appropriate.share for s in rows],
         yerr=[
-            [s.appropriate.share - s.appropriate.low for s in rows],
-            [s.appropriate.high - s.appropriate.share for s in rows],
+            [_below(s.appropriate.low, s.appropriate.share) for s in rows],
+            [_below(s.appropriate.share, s.appropriate.high) for s in rows],
         ],
         capsize=5,
         color="#4f81bd",
@@ -215,7 +215,7 @@ def _preferences(res: StudyResults) -> list[str]:
     ax.errorbar(
         [b.score for b in bt],
         ys,
-        xerr=[[b.score - b.low for b in bt], [b.high - b.score for b in bt]],
+        xerr=[[_below(b.low, b.score) for b in bt], [_below(b.score, b.high) for b in bt]],
         fmt="o",
         capsize=4,
     )
@@ -318,6 +318,13 @@ def _examples(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn 
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _below(lo: float, hi: float) -> float:
+    """Length of an error bar from lo up to hi: 0 when undefined, or when a percentile
+    bootstrap interval does not reach the point estimate (possible with few judgments)."""
+    d = hi - lo
+    return d if d == d and d > 0 else 0.0
 
 
 def _img(fig, alt: str) -> str:  # noqa: ANN001 - a matplotlib Figure

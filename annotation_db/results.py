@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .errors import InvalidInputError
 from .questions import ALL_BAD, TIE, Question
-from .schema import Assignment, Item, Output, Rater, Rating, Study
+from .schema import ARENA_SEEN_UNBLINDED, Assignment, Item, Output, Rater, Rating, Study
 from .stats import (
     MeanCI,
     Proportion,
@@ -102,6 +102,11 @@ class StudyResults:
     attention: list[AttentionResult]
     time_per_item: TimeStats
     progress: StudyProgress
+    # raters who answered at least one attention check / failed at least one
+    n_raters_checked: int = 0
+    n_raters_failed_attention: int = 0
+    # arena only: votes from a visitor who had seen the same text with the names shown
+    n_votes_seen_unblinded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: NaN becomes None."""
@@ -164,6 +169,14 @@ def compute_results(
             AttentionResult(rid, r.display_name, gold_done[rid], gold_failed[rid], share, out)
         )
     regular = [a for a, g in assignments if not g and a.rater_id not in excluded]
+    seen_unblinded = (
+        s.scalar(
+            select(func.count(Item.id)).where(
+                Item.study_id == study.id, Item.source == ARENA_SEEN_UNBLINDED
+            )
+        )
+        or 0
+    )
 
     # -- per-output ratings
     outputs = {
@@ -339,4 +352,7 @@ def compute_results(
         attention=attention,
         time_per_item=times,
         progress=_study_progress(s, study),
+        n_raters_checked=sum(1 for n in gold_done.values() if n),
+        n_raters_failed_attention=sum(1 for n in gold_failed.values() if n),
+        n_votes_seen_unblinded=seen_unblinded,
     )

@@ -89,17 +89,20 @@ def simulate_study(
     """Create one simulated study in ``store``, rate it to completion, return its results."""
     rng = random.Random(seed)
     c = config
-    items = [
+    passages = [
         ItemIn(f"s{i}", f"Passage {i} before {BLANK} after.", [f"span{i}"], source=f"doc{i}")
-        for i in range(c.n_items)
+        for i in range(c.n_items + c.n_gold)
     ]
+    items, spare = passages[: c.n_items], passages[c.n_items :]  # checks: passages not rated
     q: dict[tuple[str, str], float] = {}
     outputs = []
     for it in items:
         for system, theta in c.rates.items():
             q[(it.key, system)] = _beta(rng, theta, c.icc)
             outputs.append(OutputIn(it.key, system, f"Passage with {system} fill.", ["fill"]))
-    gold_items, gold_outputs = make_gold_items(items, c.n_gold, blank=BLANK, seed=seed)
+    gold_items, gold_outputs = make_gold_items(
+        spare, c.n_gold, blank=BLANK, seed=seed, n_outputs=len(c.rates), donors=items
+    )
     store.create_study(
         name,
         items + gold_items,

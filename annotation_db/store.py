@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,17 @@ from .questions import (
     parse_questions,
     preference,
 )
-from .schema import STUDY_STATUSES, Assignment, Item, Output, Rater, Rating, Study, utcnow
+from .schema import (
+    ARENA_SEEN_UNBLINDED,
+    STUDY_STATUSES,
+    Assignment,
+    Item,
+    Output,
+    Rater,
+    Rating,
+    Study,
+    utcnow,
+)
 from .settings import DBSettings
 from .views import (
     Invite,
@@ -63,10 +74,23 @@ MAX_TEXT_CHARS = 100_000
 MAX_NAME_CHARS = 200
 MAX_DISPLAY_NAME_CHARS = 100
 MAX_TOKEN_CHARS = 200
+MAX_STUDY_NAME_CHARS = 100
+# A study name is also a file name (exports, backups): ASCII letters and digits, with
+# '-', '_', '.' or spaces inside; never '/', '\\', '..' or a leading dot.
+_STUDY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 _.-]*[A-Za-z0-9])?")
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+_REVOKED = "revoked-"
+
+
+def _revoked_hash(rater_id: int) -> str:
+    """What a revoked rater's token hash becomes: 64 characters like a hash (the schema checks
+    the length), unique per rater, and never equal to a SHA-256 hex digest (not hex)."""
+    return f"{_REVOKED}{rater_id:056d}"
 
 
 def label_of(position: int) -> str:
@@ -164,7 +188,7 @@ class AnnotationStore:
         comment_max_chars: int = 2000,
     ) -> StudyInfo:
         """Create a study with all its items and pre-generated outputs, in one transaction."""
-        name = _check_name(name, "study name")
+        name = check_study_name(name)
         if name == ARENA_STUDY:
             raise InvalidInputError(f"the study name {ARENA_STUDY!r} is reserved for blind votes")
         qs = parse_questions(questions)
@@ -174,6 +198,7 @@ class AnnotationStore:
             raise InvalidInputError(f"status must be one of {STUDY_STATUSES}, got {status!r}")
         if not isinstance(instructions, str) or len(instructions) > MAX_TEXT_CHARS:
             raise InvalidInputError("instructions must be text of at most 100000 characters")
+        check_encodable(instructions, "the instructions")
         items_in = [_coerce(ItemIn, it, "item") for it in items]
         outputs_in = [_coerce(OutputIn, o, "output") for o in outputs]
         _check_items_outputs(items_in, outputs_in)
@@ -217,6 +242,34 @@ class AnnotationStore:
             study.status = status
             s.flush()
             return _study_info(s, study)
+
+        return self._write(fn)
+
+    def revoke(self, study: str, rater_id: int) -> RaterStatus:
+        """Make a rater's invite token stop working, at once and for good.
+
+        Their answers so far are kept; the item they were shown but had not answered goes back
+        to the pool for other raters. Invite them again for a new token.
+        """
+        _check_int(rater_id, "rater id", 1, 2**62)
+
+        def fn(s: Session) -> RaterStatus:
+            st = _get_study(s, study)
+            rater = s.get(Rater, rater_id)
+            if rater is None or rater.study_id != st.id:
+                raise NotFoundError(f"no rater {rater_id} in study {st.name!r}")
+            rater.token_hash = _revoked_hash(rater.id)
+            for a in s.scalars(
+                select(Assignment).where(
+                    Assignment.rater_id == rater.id, Assignment.completed_at.is_(None)
+                )
+            ):
+                s.execute(
+                    update(Item).where(Item.id == a.item_id).values(n_assigned=Item.n_assigned - 1)
+                )
+                s.delete(a)
+            s.flush()
+            return next(r for r in _study_progress(s, st).raters if r.rater_id == rater.id)
 
         return self._write(fn)
 
@@ -326,6 +379,21 @@ class AnnotationStore:
 
         return self._write(fn, integrity_retries=3)
 
+    def rater_item(self, token: str, assignment_id: int) -> RaterItem:
+        """One of this rater's items by its ``assignment_id``, answered or not, as it was shown
+        (same labels and order), e.g. to read answers given for the item a page displayed."""
+        if isinstance(assignment_id, bool) or not isinstance(assignment_id, int):
+            raise InvalidInputError(f"assignment_id must be an integer, got {assignment_id!r}")
+
+        def fn(s: Session) -> RaterItem:
+            rater, study = _rater_by_token(s, token)
+            a = s.get(Assignment, assignment_id)
+            if a is None or a.rater_id != rater.id:
+                raise NotAssignedError(f"item {assignment_id} is not assigned to you")
+            return _rater_item(s, a, study)
+
+        return self.db.read(fn)
+
     def _allocate(self, s: Session, rater: Rater, study: Study) -> Assignment | None:
         """Give the rater one more item: every attention check once, regular items until each
         has ``raters_per_item`` raters, least-covered first, in the rater's own random order."""
@@ -384,7 +452,7 @@ class AnnotationStore:
             raise InvalidInputError(f"assignment_id must be an integer, got {assignment_id!r}")
         if comment is not None and not isinstance(comment, str):
             raise InvalidInputError("comment must be text")
-        comment = (comment or "").strip() or None
+        comment = check_encodable((comment or "").strip(), "the comment") or None
 
         def fn(s: Session) -> SubmitReceipt:
             rater, study = _rater_by_token(s, token)
@@ -451,6 +519,7 @@ class AnnotationStore:
         vote_id: str | None = None,
         visitor: str | None = None,
         source: str | None = None,
+        seen_unblinded: bool = False,
     ) -> VoteReceipt:
         """Store a demo visitor's blind vote between outputs shown as A, B, C... in that order.
 
@@ -458,7 +527,12 @@ class AnnotationStore:
         ``"tie"`` or ``"all_bad"``. ``vote_id`` (e.g. a UUID made when the outputs were shown)
         makes a repeated click store one vote. Votes land in the built-in study ``"arena"``,
         whose results give win rates and Bradley-Terry scores like any study.
+        ``seen_unblinded``: the visitor had seen this text's outputs with the names shown; the
+        vote is kept but flagged (its item's source is ``ARENA_SEEN_UNBLINDED``, counted in
+        ``results("arena").n_votes_seen_unblinded`` and exported).
         """
+        if seen_unblinded:
+            source = ARENA_SEEN_UNBLINDED
         text = _check_text(text, "text")
         vote_id = _check_name(vote_id or uuid.uuid4().hex, "vote_id")
         outs = [_coerce(OutputIn, o, "output") for o in outputs]
@@ -584,10 +658,34 @@ def _coerce(cls: type[T], obj: Any, what: str) -> T:
     raise InvalidInputError(f"expected an {what} (dataclass or mapping), got {obj!r}")
 
 
+def check_study_name(v: Any) -> str:
+    """A study name that is safe as a file name; ``InvalidInputError`` naming the rule if not."""
+    v = _check_name(v, "study name", MAX_STUDY_NAME_CHARS)
+    if not _STUDY_NAME.fullmatch(v) or ".." in v:
+        raise InvalidInputError(
+            f"the study name {v!r} may only use letters, digits, '-', '_', '.' and spaces, "
+            "start and end with a letter or digit, and not contain '..'"
+        )
+    return v
+
+
+def check_encodable(v: str, what: str) -> str:
+    """Text that UTF-8 can store: a lone surrogate (from a broken copy-paste or a crafted
+    request) cannot be written to the database or a file."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(
+            f"{what} contains a character that is not valid text (a lone surrogate at "
+            f"position {e.start + 1}); remove it and try again"
+        ) from None
+    return v
+
+
 def _check_name(v: Any, what: str, max_len: int = MAX_NAME_CHARS) -> str:
     if not isinstance(v, str) or not v.strip():
         raise InvalidInputError(f"{what} must be non-empty text, got {v!r}")
-    v = v.strip()
+    v = check_encodable(v.strip(), what)
     if len(v) > max_len:
         raise InvalidInputError(f"{what} is {len(v)} characters; at most {max_len} allowed")
     return v
@@ -598,7 +696,7 @@ def _check_text(v: Any, what: str) -> str:
         raise InvalidInputError(f"{what} must be non-empty text")
     if len(v) > MAX_TEXT_CHARS:
         raise InvalidInputError(f"{what} is {len(v)} characters; at most {MAX_TEXT_CHARS} allowed")
-    return v
+    return check_encodable(v, what)
 
 
 def _check_int(v: Any, what: str, lo: int, hi: int) -> None:
@@ -655,14 +753,42 @@ def _check_items_outputs(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -
     for it in items:
         if per_item[it.key] == 0:
             raise InvalidInputError(f"item {it.key!r} has no outputs")
-        r = sorted(roles.get(it.key, []))
-        if it.is_gold and (r != ["corrupted", "original"] or per_item[it.key] != 2):
+        r = roles.get(it.key, [])
+        if it.is_gold and (r.count("original") != 1 or len(r) != per_item[it.key] or len(r) < 2):
             raise InvalidInputError(
-                f"attention-check item {it.key!r} needs exactly two outputs: one with"
-                " gold_role='original' and one with gold_role='corrupted'"
+                f"attention-check item {it.key!r} needs one output with gold_role='original'"
+                " and the others with gold_role='corrupted'"
             )
         if not it.is_gold and r:
             raise InvalidInputError(f"item {it.key!r} has gold_role outputs but is_gold=False")
+    _check_gold_looks_regular(items, outputs, per_item)
+
+
+def _check_gold_looks_regular(
+    items: Sequence[ItemIn], outputs: Sequence[OutputIn], per_item: Mapping[str, int]
+) -> None:
+    """An attention check must not stand out: as many outputs as the regular items show (when
+    they all show the same number), and a passage that is not also one of the regular items."""
+    regular = [it for it in items if not it.is_gold]
+    counts = {per_item[it.key] for it in regular}
+    regular_texts = {it.text.strip() for it in regular}
+    regular_texts |= {o.text.strip() for o in outputs if o.gold_role is None}
+    for it in items:
+        if not it.is_gold:
+            continue
+        if len(counts) == 1 and per_item[it.key] not in counts:
+            raise InvalidInputError(
+                f"attention-check item {it.key!r} has {per_item[it.key]} outputs but every "
+                f"regular item has {counts.pop()}; raters would spot it"
+            )
+        gold_texts = {it.text.strip()} | {
+            o.text.strip() for o in outputs if o.item_key == it.key and o.gold_role == "original"
+        }
+        if gold_texts & regular_texts:
+            raise InvalidInputError(
+                f"attention-check item {it.key!r} uses the passage of a regular item; build "
+                "checks from passages that are not in the study"
+            )
 
 
 def _add_items(
@@ -760,6 +886,8 @@ def _study_info(s: Session, study: Study) -> StudyInfo:
 def _rater_by_token(s: Session, token: Any) -> tuple[Rater, Study]:
     if not isinstance(token, str) or not token.strip() or len(token) > MAX_TOKEN_CHARS:
         raise UnknownTokenError("this invite token is not valid")
+    if not token.isascii():  # tokens are URL-safe base64; this also keeps surrogates out
+        raise UnknownTokenError("this invite token is not valid (check the link you were sent)")
     row = s.execute(
         select(Rater, Study)
         .join(Study, Study.id == Rater.study_id)
@@ -861,15 +989,17 @@ def _gold_passed(
     """Failed when the corrupted fill is judged appropriate, preferred, or scored above the
     original on any Likert question. Rejecting the original alone is not counted as failure."""
     role = {o.id: o.gold_role for o in s.scalars(select(Output).where(Output.item_id == a.item_id))}
-    lab_of = {role[oid]: lab for lab, oid in labels.items()}
-    orig, corr = per_output.get(lab_of["original"], {}), per_output.get(lab_of["corrupted"], {})
-    if corr.get("appropriate") is True:
-        return False
-    if pref == lab_of["corrupted"]:
-        return False
-    for k, v in corr.items():
-        if k != "appropriate" and isinstance(v, int) and v > orig.get(k, v):
+    original = next(lab for lab, oid in labels.items() if role[oid] == "original")
+    orig = per_output.get(original, {})
+    for lab, oid in labels.items():
+        if role[oid] != "corrupted":
+            continue
+        corr = per_output.get(lab, {})
+        if corr.get("appropriate") is True or pref == lab:
             return False
+        for k, v in corr.items():
+            if k != "appropriate" and isinstance(v, int) and v > orig.get(k, v):
+                return False
     return True
 
 
@@ -941,6 +1071,7 @@ def _study_progress(s: Session, st: Study) -> StudyProgress:
                 gold_done=len(gold),
                 gold_failed=sum(1 for (p,) in gold if p is False),
                 last_answer_at=_as_utc(last),
+                revoked=r.token_hash.startswith(_REVOKED),
             )
         )
     return StudyProgress(

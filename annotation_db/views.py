@@ -82,6 +82,7 @@ class RaterStatus:
     gold_done: int
     gold_failed: int
     last_answer_at: datetime | None
+    revoked: bool = False  # the invite token no longer works (AnnotationStore.revoke)
 
 
 @dataclass(frozen=True)

@@ -9,30 +9,42 @@ Everything a user typed or uploaded goes to Textbox / HighlightedText / Datafram
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import itertools
 import logging
+import math
 import random
 import tempfile
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 
-from annotation_db import AnnotationError, AnnotationStore, OutputIn, RaterItem
+from annotation_db import (
+    AnnotationError,
+    AnnotationStore,
+    OutputIn,
+    RaterItem,
+    StorageError,
+    check_study_name,
+    safe_file_stem,
+)
 from annotation_db import read_items as read_item_file
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import write_report
 from magnet_model import search
-from magnet_model.engine import Engine
+from magnet_model.engine import END_REASONS, Engine
 from magnet_model.errors import MagnetError
 from magnet_model.metrics import repetition_stats
 
 from . import studies
-from .gpu import gpu
+from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
+from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
 log = logging.getLogger("app")
@@ -52,6 +64,10 @@ TITLES = {
 MAX_OUTPUTS = 4  # output slots on the Rate tab
 MAX_LIKERT = 2  # Likert questions per output on the Rate tab
 BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
+MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
+VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
+STATUS_CHOICES = ("open", "closed", "draft")
+BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
 
 
@@ -67,6 +83,32 @@ class MagnetApp:
     cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
     unavailable: dict[str, str] = field(default_factory=dict)  # adapter -> why not loaded
     minilm: search.Encoder | None = None
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    vote_limiter: RateLimiter = field(
+        default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
+    )
+    downloads: PrivateDownloads = field(default_factory=PrivateDownloads)
+    # per browser session and per client address: digests of the texts seen filled with the
+    # system names shown (a blind vote on one of them is flagged)
+    shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+    cuda_inside_calls: bool = False  # ZeroGPU: the model moves to the GPU inside each call
+
+    def __post_init__(self) -> None:
+        """The model work of each comparison as one GPU call (see gpu.py), asking for a
+        duration that fits it; bound methods, so only texts and plain values are pickled."""
+        self.compare_infill = gpu(
+            self._compare_infill,
+            lambda text, systems, decoding: infill_seconds(
+                text.count(MARKER), decoding["max_span_tokens"]
+            ),
+        )
+        self.compare_continue = gpu(
+            self._compare_continue, lambda prompt, kw: continue_seconds(kw["max_new_tokens"])
+        )
+        self.compare_search = gpu(
+            self._compare_search,
+            lambda query, corpus, k, progress=None: search_seconds(self._to_embed(corpus)),
+        )
 
     # ---------------------------------------------------------------- shared checks
 
@@ -86,6 +128,7 @@ class MagnetApp:
         text = text or ""
         if not text.strip():
             raise gr.Error(f"The {what} is empty.", print_exception=False)
+        _check_encodable(text, f"The {what}")
         limit = self.settings.max_input_tokens
         if len(text) > self.settings.max_input_chars:
             msg = f"The {what} is too long: at most {limit} tokens."
@@ -128,24 +171,43 @@ class MagnetApp:
                 print_exception=False,
             )
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
-        if decoding["do_sample"]:
+        if decoding["do_sample"] or blind:
             decoding.update(
+                do_sample=True,
                 temperature=float(temperature),
                 top_p=float(top_p),
-                seed=None if seed in (None, "") or seed < 0 else int(seed),
+                seed=_seed(seed),
             )
-        results = _infill_all(self, text, decoding)
+        if blind:
+            # A blind comparison is always sampled, not too close to greedy, with a seed nobody
+            # sees: greedy output (or a chosen seed) could be rerun with the names shown.
+            decoding.update(
+                temperature=max(decoding["temperature"], BLIND_MIN_TEMPERATURE),
+                top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
+                seed=None,
+            )
+        viewers = [f"session:{_session(request)}", f"client:{_client(request)}"]
+        digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+        if not blind:
+            for key in viewers:
+                seen = self.shown_unblinded.pop(key, set())
+                seen.add(digest)
+                self.shown_unblinded[key] = seen  # most recent last
+            while len(self.shown_unblinded) > 20_000:
+                self.shown_unblinded.popitem(last=False)
+        results = self._infill_all(text, decoding)
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
         if blind:
             ready = [i for i in order if isinstance(results[i], tuple) is False]
             if len(ready) < 2:
                 raise gr.Error("Blind comparison needs at least two systems that can run.")
-            random.shuffle(ready)
+            random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
             order = ready + [i for i in order if i not in ready]
             state = {
                 "vote_id": uuid.uuid4().hex,
                 "text": text,
+                "seen_unblinded": any(digest in self.shown_unblinded.get(k, ()) for k in viewers),
                 "shown": [
                     {
                         "system": INFILL_SYSTEMS[i],
@@ -153,6 +215,7 @@ class MagnetApp:
                         "fills": [s.text.strip() for s in results[i].spans],
                         "decoding": decoding,
                         "seed": results[i].seed,
+                        "info": _infill_info(results[i]),
                     }
                     for i in ready
                 ],
@@ -164,10 +227,17 @@ class MagnetApp:
                 cols += [f"### {TITLES[system]}", [], f"Unavailable: {r[1]}"]
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
-            ends = ", ".join(s.end_reason for s in r.spans)
-            info = f"{r.seconds:.2f} s · {r.generated_tokens} tokens · span ends: {ends}"
+            # Blind: time and token counts would point at the slow five-shot system; they are
+            # shown with the names after the vote.
+            info = "Time and length are shown after the vote." if blind else _infill_info(r)
             cols += [title, r.highlighted(), info]
-        reveal = "Vote to see which system wrote which output." if blind else ""
+        reveal = (
+            "Vote to see which system wrote which output. Blind comparisons are sampled "
+            f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
+            "hidden seed."
+            if blind
+            else ""
+        )
         return (*cols, state, gr.update(visible=blind), reveal)
 
     def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
@@ -179,6 +249,14 @@ class MagnetApp:
         shown = state["shown"]
         if choice in "ABC" and "ABC".index(choice) >= len(shown):
             raise gr.Error(f"There is no output {choice}.", print_exception=False)
+        voters = [f"session:{_session(request)}", f"client:{_client(request)}"]
+        wait = self.vote_limiter.wait_s(voters)
+        if wait > 0:
+            raise gr.Error(
+                f"At most {VOTES_PER_WINDOW} votes per {VOTE_WINDOW_S / 60:.0f} minutes; "
+                f"please vote again in {math.ceil(wait)} s.",
+                print_exception=False,
+            )
         outs = [
             OutputIn(
                 state["vote_id"],
@@ -194,15 +272,23 @@ class MagnetApp:
         visitor = getattr(request, "session_hash", None) if request else None
         try:
             receipt = self.store.record_blind_vote(
-                state["text"], outs, choice, vote_id=state["vote_id"], visitor=visitor
+                state["text"],
+                outs,
+                choice,
+                vote_id=state["vote_id"],
+                visitor=visitor,
+                seen_unblinded=bool(state.get("seen_unblinded")),
             )
         except AnnotationError as e:
             raise _error(e) from None
-        names = " · ".join(
-            f"{chr(65 + i)} = {TITLES.get(s, s)}" for i, s in enumerate(receipt.systems)
+        if not receipt.duplicate:
+            self.vote_limiter.record(voters)
+        names = "\n".join(
+            f"- {chr(65 + i)} = {TITLES.get(s, s)}: {o.get('info', '')}"
+            for i, (s, o) in enumerate(zip(receipt.systems, shown, strict=True))
         )
         picked = TITLES.get(receipt.chosen_system or "", choice.replace("_", " "))
-        return f"Thanks, vote stored ({picked}). {names}", None
+        return f"Thanks, vote stored ({picked}).\n\n{names}", None
 
     # ---------------------------------------------------------------- Continue tab
 
@@ -228,9 +314,8 @@ class MagnetApp:
             )
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
-            s = None if seed in (None, "") or seed < 0 else int(seed)
-            kw.update(temperature=float(temperature), top_p=float(top_p), seed=s)
-        yield from _continue_all(self, prompt, kw)
+            kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
+        yield from self.compare_continue(prompt, kw)
 
     # ---------------------------------------------------------------- Search tab
 
@@ -263,33 +348,21 @@ class MagnetApp:
         query = self.check_text(query, "query")
         corpus = self.corpus(upload)
         k = max(1, min(int(k), 20, len(corpus)))
-        hits: dict[str, list[search.Hit]] = {}
-        tables, notes = [], []
-        for n, system in enumerate(SEARCH_SYSTEMS):
-            why = self.availability(system)
-            if why:
-                tables.append([[None, None, f"Unavailable: {why}"]])
+        return self.compare_search(query, corpus, k, progress)
+
+    def _to_embed(self, corpus: search.Corpus) -> int:
+        """Passages the search of `corpus` has to embed: those of every encoder that can run
+        and has no cached vectors for it yet."""
+        todo = 0
+        for system in SEARCH_SYSTEMS:
+            if self.availability(system):
                 continue
-            t0 = time.perf_counter()
-
-            def report(done: int, total: int, n: int = n, system: str = system) -> None:
-                progress(
-                    (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
-                    desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
-                )
-
             try:
-                found = _search_one(self, system, corpus, query, k, report)
-            except MagnetError as e:
-                raise _error(e) from None
-            hits[system] = found
-            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
-            notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
-        names = list(hits)
-        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
-        note = f"{corpus.name}: {len(corpus)} passages; top {k}. " + "; ".join(notes)
-        headers = ["system", *[TITLES[b] for b in names]]
-        return (*tables, gr.update(value=overlap, headers=headers), note)
+                cached = search.cache_path(self.cache_dir, self.encoder(system), corpus).is_file()
+            except MagnetError:
+                cached = False  # the search itself reports why this encoder cannot run
+            todo += 0 if cached else len(corpus)
+        return todo
 
     # ---------------------------------------------------------------- Rate tab
 
@@ -328,10 +401,32 @@ class MagnetApp:
                 )
         status = f"{prog.done} of {prog.total} done"
         status += " — all done, thank you!" if prog.finished else ""
-        return self._rater_view(item, head, status)
+        return self._rater_view(item, head, status, token)
 
-    def _rater_view(self, item: RaterItem | None, head: str | None, status: str) -> tuple:
-        """(head, status, assignment id, item text, then per output slot: visibility, title,
+    @staticmethod
+    def _shown_item_id(token: str, item: RaterItem | None) -> str:
+        """The opaque id of the item on the page, which the page sends back with its answers:
+        the assignment id and a MAC of it keyed by the rater's token, so it is only valid with
+        that token, names exactly the item shown, and survives a restart of the server."""
+        if item is None:
+            return ""
+        return f"{item.assignment_id}.{_mac(token, str(item.assignment_id))}"
+
+    @staticmethod
+    def _displayed_assignment(token: str, shown_item: str | None) -> int:
+        """The assignment id inside a shown-item id, or a readable error."""
+        aid, _, mac = str(shown_item or "").partition(".")
+        if not (aid.isdigit() and len(aid) < 19 and hmac.compare_digest(mac, _mac(token, aid))):
+            raise gr.Error(
+                "This page does not show an item to answer; reload your invite link.",
+                print_exception=False,
+            )
+        return int(aid)
+
+    def _rater_view(
+        self, item: RaterItem | None, head: str | None, status: str, token: str = ""
+    ) -> tuple:
+        """(head, status, shown-item id, item text, then per output slot: visibility, title,
         highlighted text, appropriate, Likert x MAX_LIKERT; then preference, comment, submit)."""
         slots: list = []
         qs = item.questions if item else []
@@ -369,7 +464,7 @@ class MagnetApp:
         return (
             head or "",
             status,
-            item.assignment_id if item else None,
+            self._shown_item_id(token, item),
             item.text if item else "",
             *slots,
             gr.update(visible=pref is not None, choices=choices, value=None),
@@ -377,20 +472,24 @@ class MagnetApp:
             gr.update(visible=item is not None),
         )
 
-    def rate_submit(self, token: str, assignment_id: int | None, *values) -> tuple:
-        """Submit the answers to the shown item, then show the next one.
+    def rate_submit(self, token: str, shown_item: str | None, *values) -> tuple:
+        """Submit the answers to the item the page showed, then show the next one.
 
-        values: per output slot (appropriate, Likert x MAX_LIKERT), then preference, comment.
+        shown_item: the id the page got with the item (``_shown_item_id``), sent back by the
+        page, so the answers always land on the item the rater saw. Sending the same answers
+        again (a retry after a lost response, a double click) stores nothing new and shows the
+        same next item. values: per output slot (appropriate, Likert x MAX_LIKERT), then
+        preference, comment.
         """
-        if not token or assignment_id is None:
+        token = (token or "").strip()
+        if not token or not shown_item:
             raise gr.Error("Open your invite link first.", print_exception=False)
+        assignment_id = self._displayed_assignment(token, shown_item)
         per_slot = 1 + MAX_LIKERT
         try:
-            item = self.store.next_item(token)
+            item = self.store.rater_item(token, assignment_id)
         except AnnotationError as e:
             raise _error(e) from None
-        if item is None or item.assignment_id != assignment_id:
-            return self.rate_open(token)  # answered elsewhere (another tab): show the current one
         likerts = [q for q in item.questions if q.kind == "likert"][:MAX_LIKERT]
         ask_app = any(q.kind == "appropriate" for q in item.questions)
         answers: dict[str, dict] = {}
@@ -408,6 +507,8 @@ class MagnetApp:
                     a[q.name] = int(v)
             answers[out.label] = a
         preference, comment = [*values[MAX_OUTPUTS * per_slot :], None, None][:2]
+        if isinstance(comment, str):
+            _check_encodable(comment, "The comment")
         try:
             self.store.submit(
                 token,
@@ -416,17 +517,38 @@ class MagnetApp:
                 preference=preference or None,
                 comment=(comment or "").strip() or None,
             )
+        except StorageError as e:
+            log.error("Rating of assignment %s not stored: %s", assignment_id, e)
+            raise gr.Error(
+                "Your answer was NOT saved: the rating database is not writable right now. "
+                "Keep this page open and press Submit again in a minute; if it keeps failing, "
+                "tell the study's organiser.",
+                print_exception=False,
+            ) from None
         except AnnotationError as e:
             raise _error(e) from None
         return self.rate_open(token)
 
     # ---------------------------------------------------------------- Admin tab
 
-    def admin_login(self, password: str) -> tuple:
-        """-> (authorized, panel visibility, message). Compared in constant time."""
+    def admin_login(self, password: str, request: gr.Request | None = None) -> tuple:
+        """-> (authorized, panel visibility, message). Compared in constant time, and only
+        when this client (and the app as a whole) is not locked out after wrong passwords."""
+        client = _client(request)
+        wait = self.login_throttle.wait_s(client)
+        if wait > 0:
+            log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
+            msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
+            return False, gr.update(visible=False), msg
         want = self.settings.admin_password
-        ok = bool(want) and hmac.compare_digest((password or "").encode(), want.encode())
-        return ok, gr.update(visible=ok), "" if ok else "Wrong password."
+        given = (password or "").encode("utf-8", "surrogatepass")
+        ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
+        if ok:
+            self.login_throttle.succeeded(client)
+            return True, gr.update(visible=True), ""
+        if want:
+            self.login_throttle.failed(client)
+        return False, gr.update(visible=False), "Wrong password."
 
     def _admin(self, authorized: bool) -> None:
         if not (authorized and self.settings.admin_password):
@@ -455,11 +577,14 @@ class MagnetApp:
         """Items (built-in or uploaded), every system's outputs made ahead, one new study.
 
         Outputs are stored as they are made: after a restart, the same name resumes the
-        generation with the settings it started with (studies.build_study)."""
+        generation with the items and settings it started with (studies.build_study)."""
         self._admin(authorized)
-        name = (name or "").strip()
-        if not name:
+        if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
+        try:
+            name = check_study_name(name)  # before minutes of generation, not after
+        except AnnotationError as e:
+            raise _error(e) from None
         resuming = name in studies.unfinished(self.store)
         systems = list(systems or [])
         if not systems and not resuming:
@@ -468,35 +593,33 @@ class MagnetApp:
             why = self.availability(s)
             if why:
                 raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
-        if item_kind not in studies.ITEM_KINDS:
-            raise gr.Error(f"Unknown kind of item {item_kind!r}.", print_exception=False)
+        n_gold = int(n_gold)
+        if n_gold > 0 and len(systems) < 2 and not resuming:
+            raise gr.Error(
+                "Attention checks show an original and a wrong fill side by side, like the "
+                "outputs of two systems: pick at least two systems, or set attention checks to 0.",
+                print_exception=False,
+            )
         if upload and Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
             raise gr.Error(
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
 
-        def make_items() -> list:
-            if upload:
-                items = studies.blank_uploaded(read_item_file(upload))[: int(n_items)]
-            elif item_kind == "sentence":
-                items = studies.sentence_items(int(n_items))
-            else:
-                items = studies.builtin_items(int(n_items))
-            if not items:
-                raise gr.Error("No usable item: texts need a [blank] or at least 11 words.")
-            return items
+        def make_items() -> tuple:
+            uploaded = read_item_file(upload) if upload else None
+            return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
 
         progress(0, desc="Generating outputs")
         try:
             info, reused = studies.build_study(
                 self.engine,
+                self.compare_infill,
                 self.store,
                 name,
                 make_items,
                 systems,
                 questions=list(questions or ["appropriate"]),
                 raters_per_item=int(raters_per_item),
-                n_gold=int(n_gold),
                 instructions=instructions or "",
                 max_span_tokens=int(max_span),
                 progress=lambda done, total: progress(
@@ -582,7 +705,8 @@ class MagnetApp:
         except AnnotationError as e:
             raise _error(e) from None
         rows = [
-            [r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
+            [r.rater_id, r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
+            + ["revoked" if r.revoked else "active"]
             for r in p.raters
         ]
         summary = (
@@ -600,19 +724,50 @@ class MagnetApp:
             raise _error(e) from None
         return res.to_dict(), _rates_plot(res)
 
+    def admin_status(self, authorized: bool, study: str, status: str) -> str:
+        """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
+        self._admin(authorized)
+        if not study or status not in STATUS_CHOICES:
+            raise gr.Error("Pick a study and a status.", print_exception=False)
+        try:
+            info = self.store.set_status(study, status)
+        except AnnotationError as e:
+            raise _error(e) from None
+        log.info("Study %r set to %s by the admin", info.name, info.status)
+        return f"Study '{info.name}' is now {info.status}."
+
+    def admin_revoke(self, authorized: bool, study: str, rater_id: float | None) -> str:
+        """Make one rater's invite link stop working (their answers so far are kept)."""
+        self._admin(authorized)
+        ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
+        if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
+            raise gr.Error(
+                "Pick a study and type the rater's id (see Progress).", print_exception=False
+            )
+        try:
+            r = self.store.revoke(study, int(rater_id))
+        except AnnotationError as e:
+            raise _error(e) from None
+        log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
+        return (
+            f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
+            f"their {r.done} answers are kept."
+        )
+
     def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
+        """Write the ratings to a private file -> a single-use download link (Markdown)."""
         self._admin(authorized)
         ext = {"csv": "csv", "jsonl": "jsonl"}.get(fmt)
         if not study or ext is None:
             raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
-        out = Path(tempfile.mkdtemp(prefix="magnet-export-")) / f"{study}.{ext}"
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
         try:
-            return str(self.store.export(study, fmt, out))
+            return self._download_link(self.store.export(study, fmt, out))
         except AnnotationError as e:
             raise _error(e) from None
 
     def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
-        """The study's self-contained HTML report, as a file to download."""
+        """The study's self-contained HTML report -> a single-use download link (Markdown)."""
         self._admin(authorized)
         if not study:
             raise gr.Error("Pick a study.", print_exception=False)
@@ -621,93 +776,145 @@ class MagnetApp:
             if exclude_failing_share is None or exclude_failing_share < 0
             else float(exclude_failing_share)
         )
-        out = Path(tempfile.mkdtemp(prefix="magnet-report-")) / f"{_safe_filename(study)}.html"
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
         try:
-            return str(write_report(self.store, study, out, exclude_failing_share=share))
+            return self._download_link(
+                write_report(self.store, study, out, exclude_failing_share=share)
+            )
         except AnnotationError as e:
             raise _error(e) from None
 
     def admin_backup(self, authorized: bool) -> str:
+        """A consistent copy of the database -> a single-use download link (Markdown)."""
         self._admin(authorized)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        out = Path(tempfile.mkdtemp(prefix="magnet-backup-")) / f"annotations-{stamp}.sqlite3"
+        out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
         try:
-            return str(self.store.backup(out))
+            return self._download_link(self.store.backup(out))
         except AnnotationError as e:
             raise _error(e) from None
 
+    def _download_link(self, path: Path) -> str:
+        ticket = self.downloads.publish(path)
+        minutes = self.downloads.ttl_s / 60
+        return (
+            f"[Download {path.name}]({DOWNLOAD_ROUTE}/{ticket}) — this link works once, "
+            f"within {minutes:.0f} minutes, then the file is deleted from the server."
+        )
 
-# -------------------------------------------------------------------- model work (GPU-decorated)
+    # ---------------------------------------------------------------- model work
+    # Each comparison's model work is one method, wrapped into one GPU call in __post_init__.
+    # On ZeroGPU these run in a forked worker: they return picklable values and raise gr.Error
+    # (which spaces passes on as it is; any other exception would reach the visitor as a
+    # bare "ZeroGPU worker error").
 
+    def _on_device(self) -> None:
+        if self.cuda_inside_calls:
+            self.engine.to_cuda_if_visible()
 
-@gpu
-def _infill_all(app: MagnetApp, text: str, decoding: dict) -> list:
-    """All three infills of one comparison, run as one batch by the engine (one ZeroGPU
-    call); (None, reason) for a system that is unavailable or failed."""
-    ready = [system for system in INFILL_SYSTEMS if not app.availability(system)]
-    try:
-        out = app.engine.compare_infill(text, ready, marker=MARKER, **decoding) if ready else []
-    except MagnetError as e:
-        raise _error(e) from None  # the input itself is bad: say so once
-    done = dict(zip(ready, out, strict=True))
-    errors = [r for r in out if isinstance(r, MagnetError)]
-    if errors and len(errors) == len(out):
-        raise _error(errors[0]) from None
-    results: list = []
-    for system in INFILL_SYSTEMS:
-        r = done.get(system)
-        if r is None:
-            results.append((None, app.availability(system)))
-        elif isinstance(r, MagnetError):
-            results.append((None, str(r)))
-        else:
-            results.append(r)
-    return results
+    def _infill_all(self, text: str, decoding: dict) -> list:
+        """All three infills of one comparison, run as one batch by the engine (one GPU
+        call); (None, reason) for a system that is unavailable or failed."""
+        ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
+        out = self.compare_infill(text, ready, decoding) if ready else []
+        done = dict(zip(ready, out, strict=True))
+        errors = [r for r in out if isinstance(r, MagnetError)]
+        if errors and len(errors) == len(out):
+            raise _error(errors[0]) from None
+        results: list = []
+        for system in INFILL_SYSTEMS:
+            r = done.get(system)
+            if r is None:
+                results.append((None, self.availability(system)))
+            elif isinstance(r, MagnetError):
+                results.append((None, str(r)))
+            else:
+                results.append(r)
+        return results
 
+    def _compare_infill(self, text: str, systems: list[str], decoding: dict) -> list:
+        """engine.compare_infill of the systems on one text: per system an InfillResult or
+        the MagnetError that stopped it; an error of the input itself as gr.Error."""
+        self._on_device()
+        try:
+            return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
+        except MagnetError as e:
+            raise _error(e) from None  # the input itself is bad: say so once
 
-@gpu
-def _continue_all(app: MagnetApp, prompt: str, kw: dict) -> Iterator[tuple]:
-    """The three continuations grow side by side: rows of one batch, one token each per step."""
-    texts = {system: "" for system in CONTINUE_SYSTEMS}
-    stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
-    running = []
-    for system in CONTINUE_SYSTEMS:
-        why = app.availability(system)
-        if why:
-            stats[system] = f"Unavailable: {why}"
-        else:
-            running.append(system)
-    adapters = [None if system == "base" else system for system in running]
-    try:
-        steps = app.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
-    except MagnetError as e:
-        raise _error(e) from None
-    start = time.perf_counter()
-    done: set[str] = set()
-    try:
-        for step in steps:
-            for system, (text, reason) in zip(running, step, strict=True):
-                if system in done:
-                    continue
-                texts[system] = text
-                stats[system] = _stats(text)
-                if reason is not None:
-                    done.add(system)
-                    stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[tuple]:
+        """The three continuations grow side by side: rows of one batch, one token each per
+        step. Yields (text, stats) for each of the three columns."""
+        self._on_device()
+        texts = {system: "" for system in CONTINUE_SYSTEMS}
+        stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
+        running = []
+        for system in CONTINUE_SYSTEMS:
+            why = self.availability(system)
+            if why:
+                stats[system] = f"Unavailable: {why}"
+            else:
+                running.append(system)
+        adapters = [None if system == "base" else system for system in running]
+        try:
+            steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
+        except MagnetError as e:
+            raise _error(e) from None
+        start = time.perf_counter()
+        done: set[str] = set()
+        try:
+            for step in steps:
+                for system, (text, reason) in zip(running, step, strict=True):
+                    if system in done:
+                        continue
+                    texts[system] = text
+                    stats[system] = _stats(text)
+                    if reason is not None:
+                        done.add(system)
+                        stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+                yield tuple(
+                    itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
+                )
+        except MagnetError as e:
+            for system in running:
+                if system not in done:
+                    stats[system] = f"Stopped: {e}"
             yield tuple(
                 itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
             )
-    except MagnetError as e:
-        for system in running:
-            if system not in done:
-                stats[system] = f"Stopped: {e}"
-        yield tuple(itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS))
 
+    def _compare_search(self, query: str, corpus: search.Corpus, k: int, progress=None) -> tuple:
+        """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
+        self._on_device()
+        hits: dict[str, list[search.Hit]] = {}
+        tables, notes = [], []
+        for n, system in enumerate(SEARCH_SYSTEMS):
+            why = self.availability(system)
+            if why:
+                tables.append([[None, None, f"Unavailable: {why}"]])
+                continue
+            t0 = time.perf_counter()
 
-def _search_one(app: MagnetApp, system: str, corpus, query: str, k: int, report) -> list:
-    enc = app.encoder(system)
-    vecs = search.corpus_vectors(enc, corpus, app.cache_dir, report)
-    return search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            def report(done: int, total: int, n: int = n, system: str = system) -> None:
+                if progress is not None:
+                    progress(
+                        (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
+                        desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
+                    )
+
+            try:
+                enc = self.encoder(system)
+                vecs = search.corpus_vectors(enc, corpus, self.cache_dir, report)
+                found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            except MagnetError as e:
+                raise _error(e) from None
+            hits[system] = found
+            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
+            notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
+        names = list(hits)
+        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
+        note = f"{corpus.name}: {len(corpus)} passages; top {k}. " + "; ".join(notes)
+        headers = ["system", *[TITLES[b] for b in names]]
+        return (*tables, gr.update(value=overlap, headers=headers), note)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []
@@ -720,6 +927,54 @@ def _default_corpus() -> search.Corpus:
 
 
 # -------------------------------------------------------------------- rendering helpers
+
+
+def _infill_info(r) -> str:  # noqa: ANN001 - an InfillResult
+    ends = "; ".join(END_REASONS.get(s.end_reason, s.end_reason) for s in r.spans)
+    return f"{r.seconds:.2f} s · {r.generated_tokens} tokens · {ends}"
+
+
+def _seed(seed: float | str | None) -> int | None:
+    """A seed from the page or the API: None (or negative) for a random one, else 0..MAX_SEED."""
+    if seed in (None, ""):
+        return None
+    try:
+        value = float(seed)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value != int(value) or value > MAX_SEED:
+        raise gr.Error(
+            f"The seed must be a whole number from 0 to {MAX_SEED}, or -1 for a random one.",
+            print_exception=False,
+        )
+    return None if value < 0 else int(value)
+
+
+def _check_encodable(text: str, what: str) -> None:
+    """A lone surrogate (a broken copy-paste, a crafted API call) cannot be encoded; say so."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise gr.Error(
+            f"{what} contains a character that is not valid text (a lone surrogate at position "
+            f"{e.start + 1}); remove it and try again.",
+            print_exception=False,
+        ) from None
+
+
+def _mac(token: str, message: str) -> str:
+    key = token.encode("utf-8", "surrogatepass")
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _session(request: gr.Request | None) -> str:
+    return str(getattr(request, "session_hash", None) or "anonymous")
+
+
+def _client(request: gr.Request | None) -> str:
+    """The client's address as the server saw it (behind a proxy: the proxy's)."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", None) or "unknown")
 
 
 def _stats(text: str) -> str:
@@ -741,10 +996,6 @@ def _fills_highlighted(text: str, filled: str, fills: list[str] | None) -> list[
         out.append((fill, "filled in"))
     out.append((pieces[-1], None))
     return [(p, lab) for p, lab in out if p]
-
-
-def _safe_filename(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80] or "study"
 
 
 def _base_url(request: gr.Request | None) -> str:

@@ -15,6 +15,8 @@ import sys
 import time
 
 import gradio as gr
+from starlette.middleware import Middleware
+from starlette.routing import Route
 
 from annotation_db import AnnotationError, AnnotationStore
 from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
@@ -23,7 +25,7 @@ from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 
-from .gpu import HAS_SPACES
+from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import (
     CONTINUE_SYSTEMS,
     INFILL_SYSTEMS,
@@ -31,8 +33,15 @@ from .handlers import (
     MAX_LIKERT,
     MAX_OUTPUTS,
     SEARCH_SYSTEMS,
+    STATUS_CHOICES,
     TITLES,
     MagnetApp,
+)
+from .security import (
+    DOWNLOAD_ROUTE,
+    MAX_REQUEST_BYTES,
+    UPLOAD_OVERHEAD_BYTES,
+    RequestGuard,
 )
 from .settings import AppSettings
 from .studies import ITEM_KINDS
@@ -60,6 +69,7 @@ INSERT_BLANK_JS = f"""(t) => {{
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind MODEL
+UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
 def _decoding_controls(app: MagnetApp) -> list:
@@ -179,7 +189,9 @@ def _rate_tab(app: MagnetApp, demo: gr.Blocks) -> None:
         open_btn = gr.Button("Open", scale=1, elem_id="rate-open")
     head = gr.Textbox(label="Study and instructions", interactive=False, lines=3)
     status = gr.Markdown()
-    assignment = gr.State(None)
+    # The page sends back the id of the item it shows (not server-side state, which the
+    # previous call may have moved on), so a resent answer lands on the item the rater saw.
+    shown_item = gr.Textbox(visible="hidden", elem_id="rate-shown-item")
     item_text = gr.Textbox(label="Text with blanks", interactive=False, lines=3)
     slots, answers = [], []
     for _ in range(MAX_OUTPUTS):
@@ -193,12 +205,12 @@ def _rate_tab(app: MagnetApp, demo: gr.Blocks) -> None:
     preference = gr.Radio([], label="Which output is best?", visible=False)
     comment = gr.Textbox(label="Comment (optional)", visible=False, max_length=2000)
     submit = gr.Button("Submit and next", variant="primary", visible=False, elem_id="rate-submit")
-    view = [head, status, assignment, item_text, *slots, preference, comment, submit]
+    view = [head, status, shown_item, item_text, *slots, preference, comment, submit]
     demo.load(app.rate_load, inputs=token, outputs=[token, *view], **RATING)
     open_btn.click(app.rate_open, inputs=token, outputs=view, **RATING)
     submit.click(
         app.rate_submit,
-        inputs=[token, assignment, *answers, preference, comment],
+        inputs=[token, shown_item, *answers, preference, comment],
         outputs=view,
         **RATING,
     )
@@ -263,8 +275,15 @@ def _admin_tab(app: MagnetApp) -> None:
             results_btn = gr.Button("Results")
         prog_summary = gr.Textbox(label="Progress", interactive=False)
         prog_rows = gr.Dataframe(
-            headers=["rater", "done", "open", "remaining", "checks", "failed"], interactive=False
+            headers=["id", "rater", "done", "open", "remaining", "checks", "failed", "invite"],
+            interactive=False,
         )
+        with gr.Row():
+            status = gr.Radio(list(STATUS_CHOICES), value="closed", label="Study status")
+            set_status = gr.Button("Set status")
+            rater_id = gr.Number(label="Rater id (see Progress)", precision=0, minimum=1)
+            revoke = gr.Button("Revoke this rater's invite link", variant="stop")
+        admin_msg = gr.Textbox(label="Done", interactive=False)
         results_json = gr.JSON(label="Results")
         results_plot = gr.Plot(label="Judged appropriate (95% interval)")
         with gr.Row():
@@ -277,8 +296,14 @@ def _admin_tab(app: MagnetApp) -> None:
                 label="Report: leave out raters failing more than this share of checks (-1: none)",
             )
             report = gr.Button("HTML report", elem_id="admin-report")
-        files = gr.File(label="Download")
+        files = gr.Markdown()  # a single-use link to a private file, never a public file URL
     login.click(app.admin_login, inputs=password, outputs=[authorized, panel, login_msg], **RATING)
+    set_status.click(
+        app.admin_status, inputs=[authorized, study, status], outputs=admin_msg, **RATING
+    )
+    revoke.click(
+        app.admin_revoke, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
+    )
     login.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
@@ -318,7 +343,9 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     """The whole UI; queue: one model call at a time (setting), bounded waiting line."""
     adapters = ", ".join(app.engine.adapter_names) or "none"
     missing = [n for n in ("magnet", "llm2vec") if n not in app.engine.adapter_names]
-    with gr.Blocks(title="MAGNET") as demo:
+    # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
+    # original spans) are deleted an hour after they were made, checked every 10 minutes.
+    with gr.Blocks(title="MAGNET", delete_cache=UPLOAD_CACHE) as demo:
         gr.Markdown(
             "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
             f"and embeds sentences. Base model: `{app.engine.loaded.source}`; adapters: "
@@ -338,6 +365,18 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
                 _admin_tab(app)
     demo.queue(default_concurrency_limit=app.settings.concurrency, max_size=app.settings.queue_size)
     return demo
+
+
+def server_app_kwargs(app: MagnetApp) -> dict:
+    """What the FastAPI app under Gradio gets: the request guard (body cap, Referrer-Policy)
+    and the route of the admin's single-use downloads."""
+    upload_cap = app.settings.max_upload_mb * 2**20 + UPLOAD_OVERHEAD_BYTES
+    return {
+        "middleware": [
+            Middleware(RequestGuard, max_body_bytes=MAX_REQUEST_BYTES, max_upload_bytes=upload_cap)
+        ],
+        "routes": [Route(f"/{DOWNLOAD_ROUTE}/{{ticket}}", app.downloads.endpoint)],
+    }
 
 
 def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, str]]:
@@ -370,9 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         settings = AppSettings.from_env()
-        spec = ModelSpec.from_args(args)
+        spec = server_spec(ModelSpec.from_args(args))
+        store = AnnotationStore(url=args.db_url, path=args.db_path)  # fails fast if read-only
         engine, unavailable = load_engine(spec)
-        store = AnnotationStore(url=args.db_url, path=args.db_path)
     except (MagnetError, AnnotationError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -384,14 +423,24 @@ def main(argv: list[str] | None = None) -> int:
         engine.loaded.adapters or "none",
     )
     log.info("Rating studies in %s", store.db.engine.url.render_as_string(hide_password=True))
-    log.info("Cache in %s; ZeroGPU: %s", spec.cache_dir, HAS_SPACES)
+    on_zero_gpu = zero_gpu()
+    log.info(
+        "Cache in %s; ZeroGPU: %s",
+        spec.cache_dir,
+        "on (the model moves to the GPU inside each call)"
+        if on_zero_gpu
+        else f"off (spaces {'installed' if has_spaces() else 'not installed'})",
+    )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
-    app = MagnetApp(engine, store, settings, spec.cache_dir, unavailable)
+    app = MagnetApp(
+        engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
+    )
     demo = build_demo(app)
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
     demo.launch(
         server_name=args.host,
         server_port=args.port,
         max_file_size=f"{settings.max_upload_mb}mb",
+        app_kwargs=server_app_kwargs(app),
     )
     return 0

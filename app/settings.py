@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from magnet_model.errors import ConfigError
 
@@ -23,6 +24,29 @@ def server_process_env(environ: MutableMapping[str, str] | None = None) -> None:
     environ = os.environ if environ is None else environ
     for name, value in SERVER_ENV_DEFAULTS.items():
         environ.setdefault(name, value)
+
+
+# A Gradio-SDK Space (README variant in deploy/zerogpu/) installs no asset package: the base
+# model comes from the Hub. The default is the model the embedded GGUF was quantized from, with
+# the adapters shipped in adapters/ (trained on that GGUF's de-quantized weights).
+SPACE_BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def space_env(
+    root: Path, environ: MutableMapping[str, str] | None = None, persistent: Path = Path("/data")
+) -> None:
+    """Defaults of a Gradio-SDK Space; a value the Space's owner set is kept. The base model
+    from the Hub; where persistent storage is attached (a writable /data), the model cache,
+    search vectors, Hub downloads and the rating database live there and survive restarts."""
+    environ = os.environ if environ is None else environ
+    environ.setdefault("MAGNET_BASE_MODEL", SPACE_BASE_MODEL)
+    if environ["MAGNET_BASE_MODEL"] == SPACE_BASE_MODEL:
+        shipped = ",".join(f"{n}={root / 'adapters' / n}" for n in ("magnet", "llm2vec"))
+        environ.setdefault("MAGNET_ADAPTERS", shipped)
+    if persistent.is_dir() and os.access(persistent, os.W_OK):
+        environ.setdefault("MAGNET_CACHE_DIR", str(persistent / "magnet-cache"))
+        environ.setdefault("MAGNET_DATA_DIR", str(persistent / "magnet"))
+        environ.setdefault("HF_HOME", str(persistent / "huggingface"))
 
 
 def _int(name: str, default: int, lo: int, hi: int) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from annotation_db import (
     AnnotationStore,
+    InvalidInputError,
     ItemIn,
     OutputIn,
     StudyInfo,
@@ -133,6 +134,39 @@ def _output(item: ItemIn, system: str, r: InfillResult, model: str, decoding: di
     )
 
 
+def study_items(
+    kind: str,
+    n_items: int,
+    n_gold: int,
+    n_systems: int,
+    uploaded: Sequence[ItemIn] | None = None,
+    seed: int = 0,
+) -> tuple[list[ItemIn], list[ItemIn], list[OutputIn]]:
+    """(items, attention-check items, their outputs). The checks are made from passages that
+    are not items of the study (a rater must not meet a check's passage again as a regular
+    item), with as many outputs as a regular item shows."""
+    if uploaded is not None:
+        every = blank_uploaded(uploaded)
+    elif kind == "sentence":
+        every = sentence_items(n_items + 2 * n_gold, seed)
+    elif kind == "words":
+        every = builtin_items(n_items + 2 * n_gold, seed)
+    else:
+        raise InvalidInputError(f"unknown kind of item {kind!r}; use one of {ITEM_KINDS}")
+    items, spare = every[:n_items], every[n_items:]
+    if not items:
+        raise InvalidInputError("No usable item: texts need a [blank] or at least 11 words.")
+    if n_gold > len([it for it in spare if it.original]):
+        raise InvalidInputError(
+            f"{n_gold} attention check(s) need {n_gold} more items with their original "
+            f"span than the {len(items)} rated ones; upload more or lower the number."
+        )
+    gold_items, gold_outputs = make_gold_items(
+        spare, n_gold, blank=MARKER, n_outputs=max(n_systems, 2), donors=items
+    )
+    return items, gold_items, gold_outputs
+
+
 def unfinished(store: AnnotationStore) -> list[str]:
     """Names of studies whose outputs were being generated when the app stopped."""
     return [d.name for d in list_drafts(store)]
@@ -140,44 +174,54 @@ def unfinished(store: AnnotationStore) -> list[str]:
 
 def build_study(
     engine: Engine,
+    compare: Callable[[str, list[str], dict], list],
     store: AnnotationStore,
     name: str,
-    make_items: Callable[[], list[ItemIn]],
+    make_items: Callable[[], tuple[list[ItemIn], list[ItemIn], list[OutputIn]]],
     systems: Sequence[str],
     *,
     questions: Sequence[str],
     raters_per_item: int,
-    n_gold: int,
     instructions: str,
     max_span_tokens: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[StudyInfo, int]:
     """Generate every system's output for every item, then create the study.
 
-    Each output is stored the moment it exists (``annotation_db.drafts``); if a study of this
-    name was being generated when the app stopped, its stored items, settings and outputs are
-    used and only the missing outputs are made (``make_items`` is not called). Returns the
-    study and how many outputs were already there.
+    ``make_items()`` -> (items, attention-check items, their outputs); ``compare(text,
+    systems, decoding)`` runs an item's systems as one batch (one GPU call). Each output is
+    stored the moment it exists (``annotation_db.drafts``); if a study of this name was being
+    generated when the app stopped, its stored items, checks, settings and outputs are used and
+    only the missing outputs are made (``make_items`` is not called). Returns the study and how
+    many outputs were already there.
     """
     name = (name or "").strip()
     if name in unfinished(store):
         draft = get_draft(store, name)
     else:
+        items, gold_items, gold_outputs = make_items()
         settings = {
             "questions": list(questions),
             "instructions": instructions,
             "raters_per_item": int(raters_per_item),
-            "n_gold": int(n_gold),
             "max_span_tokens": int(max_span_tokens),
         }
-        draft = start_draft(store, name, make_items(), list(systems), settings)
+        draft = start_draft(
+            store,
+            name,
+            items,
+            list(systems),
+            settings,
+            extra_items=gold_items,
+            extra_outputs=gold_outputs,
+        )
     decoding = {"do_sample": False, "max_span_tokens": int(draft.settings["max_span_tokens"])}
     reused = done = len(draft.outputs)
     total = draft.n_needed
     if progress:
         progress(done, total)
     for item, todo in draft.missing:  # an item's missing systems run as one batch
-        results = engine.compare_infill(item.text, todo, marker=MARKER, **decoding)
+        results = compare(item.text, todo, decoding)
         for system, r in zip(todo, results, strict=True):
             if isinstance(r, Exception):
                 raise r
@@ -185,9 +229,4 @@ def build_study(
             done += 1
             if progress:
                 progress(done, total)
-    gold_items, gold_outputs = [], []
-    if int(draft.settings.get("n_gold", 0)) > 0:
-        gold_items, gold_outputs = make_gold_items(
-            draft.items, int(draft.settings["n_gold"]), blank=MARKER
-        )
-    return finish_draft(store, name, gold_items, gold_outputs), reused
+    return finish_draft(store, name), reused

@@ -26,7 +26,6 @@ from . import studies
 from .main import load_engine  # the app's loader: an adapter that fails is reported, not fatal
 
 PRESETS = {"paper": studies.PAPER}
-ITEMS = {"sentence": studies.sentence_items, "words": studies.builtin_items}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,13 +67,17 @@ def main(argv: list[str] | None = None) -> int:
 
             info, reused = studies.build_study(
                 engine,
+                lambda text, systems, decoding: engine.compare_infill(
+                    text, systems, marker=studies.MARKER, **decoding
+                ),
                 store,
                 args.name,
-                lambda: ITEMS[preset.item_kind](n_items, args.seed),
+                lambda: studies.study_items(
+                    preset.item_kind, n_items, n_gold, len(preset.systems), seed=args.seed
+                ),
                 preset.systems,
                 questions=list(preset.questions),
                 raters_per_item=raters,
-                n_gold=n_gold,
                 instructions=preset.instructions,
                 max_span_tokens=preset.max_span_tokens,
                 progress=progress,

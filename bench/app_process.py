@@ -149,10 +149,10 @@ def infill_args(max_span: int) -> tuple:
     return (INFILL_TEXT, "greedy", 1.0, 1.0, -1, max_span, False)
 
 
-def submit_args(token: str) -> tuple:
-    """Arguments of /rate_submit (the assignment is session state, kept by the client):
-    every output judged appropriate, output A preferred, no comment."""
+def submit_args(token: str, shown_item: str) -> tuple:
+    """Arguments of /rate_submit: the token, the id of the item the page shows (third output
+    of /rate_open and /rate_submit), every output judged appropriate, A preferred, no comment."""
     answers = []
     for _ in range(MAX_SLOTS):
         answers += ["Yes", None, None]
-    return (token, *answers, "A", "")
+    return (token, shown_item, *answers, "A", "")

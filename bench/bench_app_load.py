@@ -52,12 +52,12 @@ def pct(xs: list[float], q: float) -> float:
 def rater_loop(url: str, token: str, stop: threading.Event, think: float) -> dict:
     """Open the study, then submit until stop; -> per submission (start, end, ok, error)."""
     c = client(url)
-    c.predict(token, api_name="/rate_open")
+    shown = c.predict(token, api_name="/rate_open")[2]
     samples, errors = [], []
     while not stop.is_set():
         t0 = time.perf_counter()
         try:
-            c.predict(*submit_args(token), api_name="/rate_submit")
+            shown = c.predict(*submit_args(token, shown), api_name="/rate_submit")[2]
             ok = True
         except Exception as e:  # noqa: BLE001 - counted and reported
             ok = False

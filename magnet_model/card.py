@@ -19,6 +19,7 @@ from .hardware import describe, one_line
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
 
 BASE_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+LOSS_NAMES = {"msg_end": "NLL of <span_end> (MSG)"}
 
 
 @dataclass
@@ -69,7 +70,7 @@ def plot_losses(log: list[dict], adapter: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for obj in ("mntp", "msg", "sscl"):
+    for obj in ("mntp", "msg", "msg_end", "sscl"):
         points = [(r["step"], r[obj]) for r in log if obj in r]
         if not points:
             continue
@@ -82,8 +83,9 @@ def plot_losses(log: list[dict], adapter: Path) -> list[Path]:
         ax.plot(steps, values, alpha=0.35, label="per step")
         ax.plot(steps, window, label="10-step mean")
         ax.set_xlabel("optimizer step")
-        ax.set_ylabel(f"{obj.upper()} loss")
-        ax.set_title(f"{adapter.name}: {obj.upper()} loss")
+        what = LOSS_NAMES.get(obj, f"{obj.upper()} loss")
+        ax.set_ylabel(what)
+        ax.set_title(f"{adapter.name}: {what}")
         ax.legend()
         fig.tight_layout()
         path = adapter / f"loss_{obj}.png"
@@ -140,6 +142,12 @@ def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
             f"AdamW, lr {cfg.lr}, {cfg.warmup_steps} warm-up steps then linear decay; LoRA "
             f"r={cfg.lora_r}, alpha={cfg.lora_alpha}, dropout {cfg.lora_dropout} "
             f"on {cfg.lora_targets}",
+        ),
+        (
+            "MSG",
+            f"1-{cfg.max_spans} spans of {cfg.span_min}-{cfg.span_max} tokens per text (shorter "
+            f"in short texts), {cfg.all_span_share:.0%} of texts one whole span (causal LM); "
+            f"<span_end> weight {cfg.w_span_end}",
         ),
         (
             "SSCL",

@@ -45,6 +45,16 @@ from .tokens import TokenRoles, choose_token_roles
 
 BASE = "base"
 DEFAULT_MARKER = "[blank]"
+# Why a span ended, and how to say it to a person.
+END_REASONS = {
+    "end": "stopped by itself",
+    "joined": "stopped where it ran into the text after the blank",
+    "max": "cut at the length limit",
+    "fixed": "fixed length",
+}
+# A span stops when its last tokens repeat the first tokens of the text after its blank: it
+# has run into the right context. This many tokens (or the whole right piece, if shorter).
+JOIN_TOKENS = 2
 
 
 # ---------------------------------------------------------------- errors
@@ -83,6 +93,9 @@ class EngineConfig:
     # side-by-side batches of 2-3 rows are padded to this many (None: 4 on CPU, where MKL's
     # fp32 product of 4 rows costs less than of 3; see bench/bench_side_by_side.py)
     pad_rows: int | None = None
+    # a span stops where its text runs into the right context (reason "joined"); off: only
+    # <span_end> or the length limit end it (to measure what the model does on its own)
+    stop_at_right_context: bool = True
 
 
 @dataclass
@@ -91,11 +104,17 @@ class FilledSpan:
     token_ids: list[int]
     start: int  # character offsets of the span in InfillResult.filled
     end: int
-    end_reason: str  # "end": stopped by itself; "max": cut at the maximum; "fixed": fixed length
+    end_reason: str  # one of END_REASONS
 
     @property
     def stopped(self) -> bool:
+        """The model ended the span itself (<span_end>), not a rule of the decoder."""
         return self.end_reason == "end"
+
+    @property
+    def fits(self) -> bool:
+        """The span ended inside the blank: by itself, or where it ran into the right context."""
+        return self.end_reason in ("end", "joined")
 
 
 @dataclass
@@ -421,6 +440,25 @@ class Engine:
     def dtype(self) -> torch.dtype:
         return self._head.weight.dtype
 
+    def to(self, device: str | torch.device) -> torch.device:
+        """Move the model (base and adapters) to `device`; what was computed on the old device
+        (prompt-head KV, stacked LoRA) is dropped and rebuilt there on first use."""
+        device = torch.device(device)
+        with self._lock:
+            if self.device != device:
+                self.model.to(device)
+                self._prefixes.clear()
+                self._row_loras.clear()
+                self.loaded.device = self.device
+        return self.device
+
+    def to_cuda_if_visible(self) -> torch.device:
+        """The model on CUDA when a GPU is visible now, else where it is. For ZeroGPU, which
+        attaches a GPU only while a `spaces.GPU` call runs: call it inside that call."""
+        if self.device.type != "cuda" and torch.cuda.is_available():
+            return self.to("cuda")
+        return self.device
+
     def _tensor(self, rows) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
@@ -477,13 +515,26 @@ class Engine:
         is_fixed = [f is not None for f in fixed]
         return _InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, bos)
 
+    def special_ids(self, roles: TokenRoles) -> list[int]:
+        """Every special or added token of the tokenizer, and the MAGNET roles: none of them
+        is text, so none may be generated inside a span (except <span_end>, which ends it)."""
+        added = self.tokenizer.added_tokens_decoder  # id -> AddedToken
+        ids = set(self.tokenizer.all_special_ids) | {i for i, t in added.items() if t.special}
+        ids |= roles.special_ids() | {roles.sentence_end, roles.pad}
+        return sorted(i for i in ids if i != roles.span_end and i < len(self.tokenizer))
+
     def _span_steps(self, job: _InfillJob, s: _Sampling) -> Generator:
         """Decode all spans side by side: yields (active, generated), receives the logits of
-        the active spans' next tokens; returns (generated, reasons)."""
+        the active spans' next tokens; returns (generated, reasons).
+
+        A span ends when the model predicts <span_end> ("end"), when its last tokens repeat
+        the start of the text after its blank ("joined": it ran into the right context; the
+        repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed")."""
         n = len(job.limits)
-        roles = job.roles
-        ends = [roles.span_end] + [e for e in [self.tokenizer.eos_token_id] if e is not None]
-        banned = [roles.mask, roles.blank, roles.span_start]
+        end = job.roles.span_end
+        banned = self.special_ids(job.roles)
+        join = self.config.stop_at_right_context
+        rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
         generated: list[list[int]] = [[] for _ in range(n)]
         reasons = [""] * n
         active = list(range(n))
@@ -492,15 +543,19 @@ class Engine:
             logits[:, banned] = float("-inf")
             for row, k in enumerate(active):
                 if len(generated[k]) < job.min_tokens or job.fixed[k]:
-                    logits[row, ends] = float("-inf")  # the span may not end yet
+                    logits[row, end] = float("-inf")  # the span may not end yet
             picks = _sample(logits, s).tolist()
             still = []
             for k, tok in zip(active, picks, strict=True):
-                if tok in ends:
+                if tok == end:
                     reasons[k] = "end"
                     continue
                 generated[k].append(tok)
-                if len(generated[k]) >= job.limits[k]:
+                right = rights[k]
+                if right and not job.fixed[k] and generated[k][-len(right) :] == right:
+                    del generated[k][-len(right) :]
+                    reasons[k] = "joined"
+                elif len(generated[k]) >= job.limits[k]:
                     reasons[k] = "fixed" if job.fixed[k] else "max"
                 else:
                     still.append(k)
@@ -1131,27 +1186,44 @@ class Engine:
             return h[rows, cols]
         return torch.stack([h[r, a:e].mean(0) for r, a, e in spans])
 
+    def token_layout(self, adapter: str | None) -> tuple[list[int], str]:
+        """(tokens put before a text, attention mode) for token vectors: exactly what training
+        used. The prefix is the BOS the trainer recorded (none for SmolLM2: `bos: null`), or,
+        without a record, the one the tokenizer itself adds; never a token training lacked."""
+        name = self.resolve_adapter(adapter)
+        meta = self.meta(name)
+        mode = "causal" if meta is None or meta.attention == "causal" else "bidirectional"
+        bos = self.bos(name)
+        return ([] if bos is None else [bos]), mode
+
     def embed_tokens(self, text: str, adapter: str | None = "magnet") -> TokenVectors:
-        """One vector per token. Bidirectional adapters: token i's vector is the output at i-1
-        (the MNTP convention; a BOS is put before the first token). Causal (base, adapters
-        trained causally): the token's own output."""
+        """One vector per token, in the layout training used (token_layout). Bidirectional
+        adapters: token i's vector is the output at i - 1 (the MNTP convention); the first
+        token, with nothing before it, takes its own output. Causal (base, adapters trained
+        causally): the token's own output."""
         if not text or not text.strip():
             raise EmptyInputError("The text is empty.")
         name = self.resolve_adapter(adapter)
+        prefix, mode = self.token_layout(name)
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids = enc.input_ids[: self.max_input_tokens - 1]
-        meta = self.meta(name)
-        mode = "causal" if meta is None or meta.attention == "causal" else "bidirectional"
-        start = self.bos(name) or self.tokenizer.bos_token_id or self.tokenizer.eos_token_id
-        feed = [start, *ids]
-        t = self._tensor([feed])
+        ids = enc.input_ids[: self.max_input_tokens - len(prefix)]
+        t = self._tensor([prefix + ids])
         mask = additive(allowed_mask(mode, torch.ones_like(t)), self.dtype)
         with self.using(name):
             h = self._hidden(t, mask, None)[0]
-        vecs = h[1:] if mode == "causal" else h[:-1]
+        vecs = h[token_vector_index(len(prefix), len(ids), mode)]
         tokens = self.tokenizer.convert_ids_to_tokens(ids)
         offsets = [tuple(o) for o in enc.offset_mapping[: len(ids)]]
         return TokenVectors(tokens, list(ids), offsets, vecs.float().cpu().numpy())
+
+
+def token_vector_index(n_prefix: int, n: int, mode: str) -> list[int]:
+    """Which output position gives the vector of each of n tokens laid out after n_prefix
+    tokens: its own (causal), or the one before it (bidirectional, MNTP: the output at i - 1
+    was trained to predict token i), the very first token of a row taking its own."""
+    if mode == "causal":
+        return list(range(n_prefix, n_prefix + n))
+    return [max(n_prefix + j - 1, 0) for j in range(n)]
 
 
 def _pack_rows(lengths: Sequence[int], batch_size: int) -> list[list[list[int]]]:

@@ -7,15 +7,20 @@ Tasks (--tasks, default all):
               hybrid layout (left + right context), the base model prompted zero- and five-shot
               (prompts.py), and every causal system from the left context only (reference).
               Then MAGNET fills each blank greedily (cap 64 tokens): the share of infills that
-              stop by themselves (<span_end>) inside the blank. A few examples go to the JSON.
+              stop by themselves (<span_end>), the share that end inside the blank (by
+              themselves, or where they run into the right context), their length against
+              the true span's, and the mean NLL of <span_end> at the TRUE end (the most direct
+              measure of whether the model knows where a span ends). Examples go to the JSON.
               Span perplexities divide by the span's token count in the passage for every
               system, so they compare the probability of the same text (scoring.py).
 - sts         STS-B test (seeded sample), Spearman x 100 of cosine similarities. Pooling per
               system as the engine does it (MAGNET: last token + instruction, bidirectional;
               llm2vec: as recorded with the adapter; base: causal mean); all-MiniLM-L6-v2.
 - probe       linear probe on frozen word features for POS, chunking, NER (probe.py).
-- repetition  Rep-4 and Rep-Sen of greedy continuations (128 tokens) of the first 32 tokens
-              of held-out passages, causal mask, adapter on.
+- repetition  Rep-4 and Rep-Sen of greedy continuations (128 tokens), causal mask, adapter
+              on, of two kinds of prompt: the first 32 tokens of held-out passages, and short
+              open prompts ("The history of the printing press", OPEN_PROMPTS), where a model
+              that loops shows it at once. Each kind is also reported on its own.
 - knowledge   causal perplexity of held-out passages (first 256 tokens), adapter on vs base.
 
 Systems that are not loaded (or a task does not apply to) are reported as n/a with the reason.
@@ -66,7 +71,8 @@ class Sizes:
     n_sts: int = 0
     n_probe_train: int = 500  # CoNLL-2003 train sentences
     n_probe_test: int = 200  # CoNLL-2003 test sentences
-    n_prompts: int = 12  # repetition: continuations per system (12 x 128 tokens each)
+    n_prompts: int = 12  # repetition: continuations per system (12 x 128 tokens each) ...
+    n_open_prompts: int = 8  # ... plus this many of the short open prompts (OPEN_PROMPTS)
     prompt_tokens: int = 32
     max_new_tokens: int = 128
     n_ppl: int = 100  # knowledge: held-out passages
@@ -81,6 +87,7 @@ QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept 
     n_probe_train=40,
     n_probe_test=20,
     n_prompts=2,
+    n_open_prompts=2,
     max_new_tokens=64,
     n_ppl=6,
 )
@@ -92,7 +99,8 @@ SIZE_FLAGS = {  # flag -> (Sizes field, help)
     "--n-sts": ("n_sts", "STS-B test pairs (0 = all 1379)"),
     "--n-probe-train": ("n_probe_train", "probe: CoNLL-2003 train sentences"),
     "--n-probe-test": ("n_probe_test", "probe: CoNLL-2003 test sentences"),
-    "--n-prompts": ("n_prompts", "repetition: continuations per system"),
+    "--n-prompts": ("n_prompts", "repetition: passage-start continuations per system"),
+    "--n-open-prompts": ("n_open_prompts", "repetition: short open prompts per system"),
     "--max-new-tokens": ("max_new_tokens", "repetition: tokens per continuation"),
     "--n-ppl": ("n_ppl", "knowledge: held-out passages"),
 }
@@ -128,8 +136,11 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         value = getattr(args, name)
         if value is None:
             continue
-        if value < 0 or (value == 0 and name != "n_sts"):
-            raise ConfigError(f"{flag} must be at least 1 (n-sts: 0 = all), not {value}.")
+        if value < 0 or (value == 0 and name not in ("n_sts", "n_open_prompts", "n_examples")):
+            raise ConfigError(
+                f"{flag} must be at least 1 (n-sts: 0 = all; n-examples, n-open-prompts: "
+                f"0 = none), not {value}."
+            )
         setattr(sizes, name, value)
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, not {args.batch_size}.")
@@ -285,10 +296,8 @@ def task_infill(run: Run) -> dict:
                 for c in cases[: z.n_infills]
             ]
             generated[s.name] = fills
-            r["stop_share"] = float(np.mean([f.spans[0].stopped for f in fills]))
-            r["infill_tokens_mean"] = float(np.mean([len(f.spans[0].token_ids) for f in fills]))
-            r["true_span_tokens_mean"] = float(np.mean([c.n_tokens for c in cases[: len(fills)]]))
-            r["n_infills"] = len(fills)
+            r["end_nll_mean"] = float(np.mean([x.end for x in nll]))
+            r.update(infill_stats(fills, cases))
         return r
 
     systems = _per_system(run, "infill", one, _llm_only)
@@ -296,6 +305,22 @@ def task_infill(run: Run) -> dict:
         "sizes": {"passages": len(cases), "span_tokens_mean": np.mean([c.n_tokens for c in cases])},
         "systems": systems,
         "examples": _infill_examples(run, cases[: run.cfg.sizes.n_examples], generated),
+    }
+
+
+def infill_stats(fills: list, cases: list) -> dict:
+    """How generated infills end, against the true spans they replace (one blank each)."""
+    spans = [f.spans[0] for f in fills]
+    lengths = [len(s.token_ids) for s in spans]
+    truth = [c.n_tokens for c in cases[: len(fills)]]
+    return {
+        "stop_share": float(np.mean([s.stopped for s in spans])),  # <span_end> itself
+        "joined_share": float(np.mean([s.end_reason == "joined" for s in spans])),
+        "fit_share": float(np.mean([s.fits for s in spans])),  # ended inside the blank
+        "infill_tokens_mean": float(np.mean(lengths)),
+        "true_span_tokens_mean": float(np.mean(truth)),
+        "length_ratio": float(np.mean(lengths) / np.mean(truth)),
+        "n_infills": len(fills),
     }
 
 
@@ -383,22 +408,52 @@ def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int) -> list[str]:
     return [tokenizer.decode(x) for x in _sample(long, n, seed, "prompts")]
 
 
+# Short open prompts: a topic and nothing else. A model that lost its causal mode loops here
+# at once ("the printing press, the printing press, and the printing press"), where a passage
+# start of 32 tokens still carries it along.
+OPEN_PROMPTS = (
+    "The history of the printing press",
+    "The most important thing about learning a language is",
+    "Volcanoes form when",
+    "In the morning, the village",
+    "The theory of evolution explains",
+    "My favourite way to spend a weekend is",
+    "The city of Rome",
+    "Photosynthesis is the process by which",
+    "The first computers were",
+    "During the winter, many animals",
+    "A good recipe for bread",
+    "The ocean covers",
+)
+
+
 def task_repetition(run: Run) -> dict:
     from .metrics import repetition_stats
 
     e, z = run.engine, run.cfg.sizes
-    prompts = heldout_prompts(e.tokenizer, z.n_prompts, z.prompt_tokens, run.cfg.seed)
+    passages = heldout_prompts(e.tokenizer, z.n_prompts, z.prompt_tokens, run.cfg.seed)
+    opens = list(OPEN_PROMPTS[: z.n_open_prompts])
+    prompts = passages + opens
+
+    def mean(stats: list[dict]) -> dict:
+        return {k: float(np.mean([st[k] for st in stats])) for k in stats[0]} if stats else {}
 
     def one(s: System) -> dict:
         outs = [e.generate(p, adapter=s.name, max_new_tokens=z.max_new_tokens) for p in prompts]
         stats = [repetition_stats(o.text).to_dict() for o in outs]
-        r = {k: float(np.mean([st[k] for st in stats])) for k in stats[0]}
+        r = mean(stats)
+        r["passage_prompts"] = mean(stats[: len(passages)])
+        r["open_prompts"] = mean(stats[len(passages) :])
         r["tokens_mean"] = float(np.mean([len(o.token_ids) for o in outs]))
-        r["example"] = {"prompt": prompts[0], "continuation": outs[0].text}
+        r["examples"] = [
+            {"prompt": p, "continuation": o.text}
+            for p, o in list(zip(prompts, outs, strict=True))[:: max(1, len(prompts) // 4)]
+        ]
         return r
 
     sizes = {
-        "prompts": len(prompts),
+        "prompts": len(passages),
+        "open_prompts": len(opens),
         "prompt_tokens": z.prompt_tokens,
         "new_tokens": z.max_new_tokens,
     }
@@ -490,12 +545,32 @@ def check_targets(report: dict) -> list[Target]:
     prompted = [g(report, "infill", "base", f"{k}_ppl") for k in ("zero_shot", "five_shot")]
     best = min((p for p in prompted if p is not None), default=None)
     base_rep = g(report, "repetition", "base", "rep_4")
+    hybrid = g(report, "infill", "magnet", "hybrid_ppl")
+    left = g(report, "infill", "base", "causal_left_ppl")
     out = [
         Target(
             "infill",
             "span PPL, hybrid layout (left + right context)",
             "magnet <= 0.70 x best prompted base",
-            _cmp(g(report, "infill", "magnet", "hybrid_ppl"), best, lambda m, b: m <= 0.7 * b),
+            _cmp(hybrid, best, lambda m, b: m <= 0.7 * b),
+        ),
+        Target(
+            "infill",
+            "span PPL, hybrid layout (left + right context)",
+            "magnet <= 0.80 x base left-only",
+            _cmp(hybrid, left, lambda m, b: m <= 0.8 * b),
+        ),
+        Target(
+            "infill",
+            "infills that stop by themselves (<span_end>)",
+            "magnet >= 80%",
+            _cmp(g(report, "infill", "magnet", "stop_share"), 0.8, lambda m, t: m >= t),
+        ),
+        Target(
+            "infill",
+            "infill length / true span length",
+            "magnet 0.7-1.5",
+            _cmp(g(report, "infill", "magnet", "length_ratio"), 1.5, lambda m, t: 0.7 <= m <= t),
         ),
         Target(
             "sts",
@@ -547,13 +622,24 @@ ROWS = [
     ("infill", "span PPL, prompted zero-shot", ("zero_shot_ppl",), "{:.2f}"),
     ("infill", "span PPL, prompted five-shot", ("five_shot_ppl",), "{:.2f}"),
     ("infill", "span PPL, left context only (causal)", ("causal_left_ppl",), "{:.2f}"),
-    ("infill", "infills that stop inside the blank", ("stop_share",), "{:.0%}"),
+    ("infill", "mean NLL of <span_end> at the true end (nats)", ("end_nll_mean",), "{:.2f}"),
+    ("infill", "infills that stop by themselves (<span_end>)", ("stop_share",), "{:.0%}"),
+    (
+        "infill",
+        "infills that stop where they run into the right context",
+        ("joined_share",),
+        "{:.0%}",
+    ),
+    ("infill", "infills that end inside the blank (either way)", ("fit_share",), "{:.0%}"),
+    ("infill", "infill length / true span length", ("length_ratio",), "{:.2f}"),
     ("sts", "Spearman x 100", ("spearman",), "{:.2f}"),
     ("probe", "POS accuracy", ("pos", "accuracy"), "{:.2%}"),
     ("probe", "chunking accuracy", ("chunk", "accuracy"), "{:.2%}"),
     ("probe", "NER F1 (non-O words)", ("ner", "f1"), "{:.2%}"),
     ("probe", "NER accuracy", ("ner", "accuracy"), "{:.2%}"),
     ("repetition", "Rep-4", ("rep_4",), "{:.4f}"),
+    ("repetition", "Rep-4, passage starts", ("passage_prompts", "rep_4"), "{:.4f}"),
+    ("repetition", "Rep-4, short open prompts", ("open_prompts", "rep_4"), "{:.4f}"),
     ("repetition", "Rep-Sen", ("rep_sen",), "{:.4f}"),
     ("knowledge", "causal PPL", ("ppl",), "{:.2f}"),
     ("knowledge", "causal PPL / base", ("ratio_to_base",), "{:.3f}"),
@@ -682,6 +768,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="directory for results.md/.json")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-stop-at-right-context",
+        dest="stop_at_right_context",
+        action="store_false",
+        help="infills end only at <span_end> or the cap, not where they run into the right "
+        "context (what the model does on its own)",
+    )
     add_model_args(p)
     return p
 
@@ -698,6 +791,7 @@ def main(argv: list[str] | None = None, engine=None) -> int:
             from .settings import ModelSpec
 
             engine = Engine.from_spec(ModelSpec.from_args(args))
+        engine.config.stop_at_right_context = args.stop_at_right_context
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(
             engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluate", *given])

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from .errors import ConfigError
 from .layout import IGNORE
 from .masks import build_mask, position_ids_for
 from .views import MaskedBatch, SentenceBatch
@@ -59,10 +60,34 @@ def token_loss(hidden: torch.Tensor, labels: torch.Tensor, head) -> torch.Tensor
     return F.cross_entropy(logits, labels[selected])
 
 
+def weighted_token_loss(
+    hidden: torch.Tensor, labels: torch.Tensor, head, token: int, weight: float
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """Cross-entropy over labelled positions where the target `token` counts `weight` times
+    (weighted mean), and the plain mean over those positions alone (None if there are none)."""
+    selected = labels != IGNORE
+    if not selected.any():
+        return None
+    target = labels[selected]
+    ce = F.cross_entropy(head(hidden[selected]).float(), target, reduction="none")
+    is_token = target == token
+    w = torch.where(is_token, torch.full_like(ce, weight), torch.ones_like(ce))
+    alone = ce[is_token].mean() if is_token.any() else None
+    return (ce * w).sum() / w.sum(), alone
+
+
 def masked_view_losses(
-    model, batch: MaskedBatch, mode: str = "hybrid", mask_dtype: torch.dtype | None = None
+    model,
+    batch: MaskedBatch,
+    mode: str = "hybrid",
+    mask_dtype: torch.dtype | None = None,
+    end_token: int | None = None,
+    end_weight: float = 1.0,
 ) -> dict[str, torch.Tensor]:
-    """MNTP and MSG from ONE forward of x_m; a loss is absent when its labels are empty."""
+    """MNTP and MSG from ONE forward of x_m; a loss is absent when its labels are empty.
+
+    With end_token, MSG weighs that target (<span_end>) end_weight times, and "msg_end" (its
+    own mean NLL, for the log: how well the model knows where spans end) is added."""
     hidden = encode(
         model,
         batch.input_ids,
@@ -74,10 +99,19 @@ def masked_view_losses(
     )
     _, head = decoder_parts(model)
     losses = {}
-    for name, labels in (("mntp", batch.mntp_labels), ("msg", batch.msg_labels)):
-        loss = token_loss(hidden, labels, head)
+    loss = token_loss(hidden, batch.mntp_labels, head)
+    if loss is not None:
+        losses["mntp"] = loss
+    if end_token is None:
+        loss = token_loss(hidden, batch.msg_labels, head)
         if loss is not None:
-            losses[name] = loss
+            losses["msg"] = loss
+        return losses
+    out = weighted_token_loss(hidden, batch.msg_labels, head, end_token, end_weight)
+    if out is not None:
+        losses["msg"] = out[0]
+        if out[1] is not None:
+            losses["msg_end"] = out[1].detach()
     return losses
 
 
@@ -128,8 +162,18 @@ def attention_dropout(model, p: float):
     same text are identical and the contrastive loss teaches nothing (LLM2Vec uses 0.3).
     """
     modules = [
-        m for m in model.modules() if isinstance(getattr(m, "attention_dropout", None), float)
+        m
+        for m in model.modules()
+        if isinstance(getattr(m, "attention_dropout", None), int | float)
+        and not isinstance(m.attention_dropout, bool)
     ]
+    if p > 0 and not modules:
+        raise ConfigError(
+            "No attention module of this model has an `attention_dropout` setting, so SimCSE's "
+            "dropout noise cannot be applied and SSCL would learn nothing; use a model whose "
+            "attention exposes it (Llama family), or give SSCL paraphrase positives with "
+            "--sscl-dropout 0."
+        )
     saved = [m.attention_dropout for m in modules]
     for m in modules:
         m.attention_dropout = p

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .data import ConllSentence, load_conll2003
+from .engine import token_vector_index
 from .masks import additive, allowed_mask, position_ids_for
 
 TASKS = ("pos", "chunk", "ner")
@@ -79,31 +80,30 @@ def first_subtokens(offsets: Sequence[tuple[int, int]], starts: Sequence[int]) -
 def token_vectors(engine, texts: Sequence[str], adapter: str | None, batch_size: int = 16):
     """Engine.embed_tokens for many texts in padded batches -> [(offsets, vectors)] per text.
 
-    Same convention as embed_tokens (a start token in front; bidirectional adapters take the
-    output at i-1, causal ones the token's own output; tests check both agree), but one
-    forward per batch: on a CPU a forward of one short sentence costs about as much as one of
-    sixteen, because reading the weights dominates.
+    Same layout as embed_tokens (Engine.token_layout: exactly what training used; tests check
+    both agree), but one forward per batch: on a CPU a forward of one short sentence costs
+    about as much as one of sixteen, because reading the weights dominates.
     """
     tok = engine.tokenizer
     name = engine.resolve_adapter(adapter)
-    meta = engine.meta(name)
-    mode = "causal" if meta is None or meta.attention == "causal" else "bidirectional"
-    start = engine.bos(name) or tok.bos_token_id or tok.eos_token_id
+    prefix, mode = engine.token_layout(name)
     enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
-    cap = engine.max_input_tokens - 1
-    rows = [[start, *ids[:cap]] for ids in enc.input_ids]
+    cap = engine.max_input_tokens - len(prefix)
+    rows = [prefix + ids[:cap] for ids in enc.input_ids]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     out = []
     for at in range(0, len(rows), batch_size):
         batch = rows[at : at + batch_size]
         width = max(len(r) for r in batch)
-        ids = engine._tensor([r + [start] * (width - len(r)) for r in batch])
+        ids = engine._tensor([r + [pad] * (width - len(r)) for r in batch])
         real = engine._tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
         mask = additive(allowed_mask(mode, real), engine.dtype)
         with engine.using(name):
             h = engine._hidden(ids, mask, position_ids_for(real)).float().cpu().numpy()
         for i, r in enumerate(batch):
-            vecs = h[i, 1 : len(r)] if mode == "causal" else h[i, : len(r) - 1]
-            offsets = [tuple(o) for o in enc.offset_mapping[at + i][: len(r) - 1]]
+            n = len(r) - len(prefix)
+            vecs = h[i, token_vector_index(len(prefix), n, mode)]
+            offsets = [tuple(o) for o in enc.offset_mapping[at + i][:n]]
             out.append((offsets, vecs))
     return out
 

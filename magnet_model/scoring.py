@@ -31,6 +31,7 @@ import torch
 from . import prompts
 from .layout import IGNORE, build_hybrid
 from .masks import additive, allowed_mask, position_ids_for
+from .tokens import word_edges, word_start_table
 
 LOGIT_CHUNK = 1024  # positions per LM-head call (49k-vocabulary logits are large)
 
@@ -81,12 +82,19 @@ def _word_starts(text: str, offsets: Sequence[tuple[int, int]]) -> list[bool]:
 
 
 def make_span_case(
-    tokenizer, text: str, rng: random.Random, max_tokens: int = 192, span_range=(8, 32)
+    tokenizer,
+    text: str,
+    rng: random.Random,
+    max_tokens: int = 192,
+    span_range=(8, 32),
+    table: list[bool] | None | str = "auto",
 ) -> SpanCase | None:
     """Cut one span (8-32 tokens, whole words) out of the middle third of a passage.
 
     The passage is cut to max_tokens first; returns None when it is too short for a span
-    with context on both sides.
+    with context on both sides. Span edges are word starts that are also token boundaries
+    typed text gives (tokens.word_start_table: never between a bare space and a digit);
+    table is that table ("auto": computed here).
     """
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc.input_ids[:max_tokens], enc.offset_mapping[:max_tokens]
@@ -94,7 +102,10 @@ def make_span_case(
     if n < 4 * span_range[0]:
         return None
     text = text[: offsets[-1][1]]
-    starts = _word_starts(text, offsets)
+    if table == "auto":
+        table = word_start_table(tokenizer)
+    edges = word_edges(ids, table)
+    starts = [w and e for w, e in zip(_word_starts(text, offsets), edges, strict=True)]
     lo, hi = span_range[0], min(span_range[1], n // 4)
     length = rng.randint(lo, hi)
     begin = rng.randint(n // 3, max(n // 3, 2 * n // 3 - length))
@@ -111,8 +122,10 @@ def span_cases(
 ) -> list[SpanCase]:
     """The first n passages that take a span, each cut with its own seeded generator."""
     cases = []
+    table = word_start_table(tokenizer)
     for i, text in enumerate(passages):
-        case = make_span_case(tokenizer, text, random.Random(f"{seed}-{i}"), max_tokens)
+        rng = random.Random(f"{seed}-{i}")
+        case = make_span_case(tokenizer, text, rng, max_tokens, table=table)
         if case is not None:
             cases.append(case)
         if len(cases) == n:

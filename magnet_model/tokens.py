@@ -76,3 +76,30 @@ def choose_token_roles(tokenizer) -> TokenRoles:
     if eos is None:
         raise ConfigError("The tokenizer has no end-of-sequence token to end sentences with.")
     return TokenRoles(*found, sentence_end=eos, pad=pad)
+
+
+# Byte-level BPE (GPT-2, SmolLM2) and SentencePiece (Llama) mark a leading space in the token.
+SPACE_MARKS = ("Ġ", "▁")
+
+
+def word_start_table(tokenizer) -> list[bool] | None:
+    """Per vocabulary id: whether the token begins a word (it starts with a space mark).
+
+    SmolLM2 (and Llama) split " 1887" into a bare " " + "1" "8" "8" "7": the word starts at
+    the bare space, and "1" is not a word start although a space precedes it. An edge before
+    "1" would leave the space at the end of the left context, which typed text never gives
+    (the space before a blank is not shown to the model), so the layout scored or trained
+    would differ from the one generation runs. None when the vocabulary marks no spaces
+    (word-level tokenizers): every token boundary is then a word boundary.
+    """
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    table = [bool(t) and t.startswith(SPACE_MARKS) for t in tokens]
+    return table if any(table) else None
+
+
+def word_edges(ids, table: list[bool] | None) -> list[bool]:
+    """Whether a span may start (or end) right before each token: the start of the text, or
+    a token that begins a word (word_start_table)."""
+    if table is None:
+        return [True] * len(ids)
+    return [i == 0 or (t < len(table) and table[t]) for i, t in enumerate(ids)]

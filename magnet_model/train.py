@@ -33,7 +33,7 @@ from .errors import ConfigError, MagnetError
 from .masks import MODES
 from .objectives import POOLINGS, attention_dropout, masked_view_losses, sscl_loss
 from .settings import ModelSpec, add_model_args
-from .tokens import TokenRoles, choose_token_roles
+from .tokens import TokenRoles, choose_token_roles, word_edges, word_start_table
 from .views import (
     ViewConfig,
     collate_masked,
@@ -86,6 +86,10 @@ class TrainConfig:
     sscl_dropout: float = 0.3  # attention dropout during SSCL passes (SimCSE noise)
     mntp_prob: float = 0.2
     max_spans: int = 3
+    span_min: int = 8  # MSG span lengths in tokens for 128+ token texts (paper: 8..32) ...
+    span_max: int = 32  # ... scaled down for shorter texts (views.span_length_range)
+    all_span_share: float = 0.15  # MSG: texts that are one whole span (causal LM, as generation)
+    w_span_end: float = 1.0  # weight of the <span_end> target inside the MSG loss
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
@@ -94,6 +98,7 @@ class TrainConfig:
     save_every: int = 200
     keep_checkpoints: int = 2
     resume: str | None = None  # checkpoint dir, or "latest" in OUTPUT/checkpoints
+    init_adapter: str | None = None  # start from this adapter's LoRA weights (fine-tuning)
     overwrite: bool = False
     gradient_checkpointing: bool = False
     bf16: bool = True  # autocast to bf16 on CUDA (ignored on CPU)
@@ -158,6 +163,10 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("--batch-size, --grad-accum and --save-every must be positive.")
     if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl) < 0:
         raise ConfigError("Loss weights must not be negative.")
+    if not 1 <= cfg.span_min <= cfg.span_max:
+        raise ConfigError("--span-min and --span-max must satisfy 1 <= min <= max.")
+    if not 0 <= cfg.all_span_share < 1 or cfg.w_span_end < 0:
+        raise ConfigError("--all-span-share must be in [0, 1) and --w-span-end >= 0.")
     if not 0 <= cfg.sscl_dropout < 1 or not 0 < cfg.mntp_prob < 1:
         raise ConfigError("--sscl-dropout must be in [0, 1) and --mntp-prob in (0, 1).")
     if cfg.max_steps is not None and cfg.max_steps < 1:
@@ -289,6 +298,32 @@ def wrap_lora(model, cfg: TrainConfig):
     return model
 
 
+def init_from_adapter(model, folder: Path) -> None:
+    """Load a trained adapter's LoRA weights into the fresh LoRA of this run (same shapes):
+    a run that continues training an adapter with another recipe."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = folder / "adapter_model.safetensors"
+    if not path.is_file():
+        raise ConfigError(f"--init-adapter {folder}: no adapter_model.safetensors there.")
+    state = load_file(str(path))
+    try:
+        result = set_peft_model_state_dict(model, state)
+    except RuntimeError as e:  # shape mismatch: another rank or base model
+        raise ConfigError(
+            f"--init-adapter {folder} does not fit this run's LoRA (rank, targets or base model "
+            f"differ): {str(e).splitlines()[0]}"
+        ) from None
+    lora_keys = [k for k in result.missing_keys if "lora_" in k]
+    if lora_keys or result.unexpected_keys:
+        raise ConfigError(
+            f"--init-adapter {folder} does not fit this run's LoRA: {len(lora_keys)} LoRA "
+            f"weights missing, {len(result.unexpected_keys)} unexpected; use the same "
+            "--lora-r and --lora-targets."
+        )
+
+
 def lr_lambda(cfg: TrainConfig):
     """Linear warm-up, then linear decay to zero at the end of stage 2."""
 
@@ -319,6 +354,7 @@ class Run:
     view: ViewConfig
     device: torch.device
     autocast_dtype: torch.dtype | None  # bf16 on CUDA, else None
+    word_starts: list[bool] | None = None  # tokens.word_start_table: where spans may begin
 
     def autocast(self):
         if self.autocast_dtype is None:
@@ -359,13 +395,21 @@ def micro_step(run: Run, step: int, micro: int, objectives: list[str]) -> dict[s
                 bos=run.bos,
                 mntp="mntp" in token_objs,
                 msg="msg" in token_objs,
+                edges=word_edges(e.ids, run.word_starts),
             )
             for e in batch
         ]
         xm = collate_masked(exs, run.roles.pad).to(run.device)
         with run.autocast():
-            losses = masked_view_losses(run.model, xm, cfg.attention, run.mask_dtype)
-        total = sum(weights[k] * v for k, v in losses.items())
+            losses = masked_view_losses(
+                run.model,
+                xm,
+                cfg.attention,
+                run.mask_dtype,
+                end_token=run.roles.span_end,
+                end_weight=cfg.w_span_end,
+            )
+        total = sum(weights[k] * v for k, v in losses.items() if k in weights)
         (total / cfg.grad_accum).backward()
         out.update({k: v.item() for k, v in losses.items()})
     if "sscl" in objectives:
@@ -404,7 +448,7 @@ def train_step(run: Run, step: int, optimizer, scheduler) -> dict:
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     weights = {"mntp": cfg.w_mntp, "msg": cfg.w_msg, "sscl": cfg.w_sscl}
-    loss = sum(weights[k] * v for k, v in sums.items())
+    loss = sum(weights[k] * v for k, v in sums.items() if k in weights)
     return {"step": step + 1, "stage": stage, "lr": lr, "loss": loss, **sums}
 
 
@@ -506,6 +550,8 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> Run:
     examples = load_corpus(cfg, tokenizer)
     torch.manual_seed(cfg.seed)  # LoRA init
     model = wrap_lora(model, cfg)
+    if cfg.init_adapter:
+        init_from_adapter(model, Path(cfg.init_adapter))
     print(f"base: {source}; {len(examples)} training texts; device {device}", file=sys.stderr)
     return Run(
         cfg=cfg,
@@ -516,7 +562,14 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> Run:
         sampler=Sampler(len(examples), cfg.seed),
         vocab=replacement_vocab(len(tokenizer), roles, set(tokenizer.all_special_ids)),
         instruction_ids=tokenizer(cfg.instruction, add_special_tokens=False).input_ids,
-        view=ViewConfig(mntp_prob=cfg.mntp_prob, max_spans=cfg.max_spans),
+        view=ViewConfig(
+            mntp_prob=cfg.mntp_prob,
+            max_spans=cfg.max_spans,
+            span_min=cfg.span_min,
+            span_max=cfg.span_max,
+            all_span_share=cfg.all_span_share,
+        ),
+        word_starts=word_start_table(tokenizer),
         device=device,
         autocast_dtype=torch.bfloat16 if device.type == "cuda" and cfg.bf16 else None,
     )
@@ -659,6 +712,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--mntp-prob", type=float, default=d.mntp_prob, help="share of context tokens masked"
     )
     g.add_argument("--max-spans", type=int, default=d.max_spans, help="MSG spans per text, at most")
+    g.add_argument("--span-min", type=int, default=d.span_min, help="MSG span length, shortest")
+    g.add_argument("--span-max", type=int, default=d.span_max, help="MSG span length, longest")
+    g.add_argument(
+        "--all-span-share",
+        type=float,
+        default=d.all_span_share,
+        help="share of MSG texts that are one whole span: plain causal LM, as in continuation",
+    )
+    g.add_argument(
+        "--w-span-end",
+        type=float,
+        default=d.w_span_end,
+        help="weight of the <span_end> target in MSG (how strongly spans learn to stop)",
+    )
     g = p.add_argument_group("schedule")
     g.add_argument("--stage1-steps", type=int, default=d.stage1_steps, help="MNTP+MSG steps")
     g.add_argument(
@@ -702,6 +769,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from OUTPUT/checkpoints (latest) or a checkpoint dir",
     )
     g.add_argument("--overwrite", action="store_true", help="discard OUTPUT's checkpoints")
+    g.add_argument(
+        "--init-adapter",
+        default=None,
+        help="start from this trained adapter's LoRA weights (same --lora-r/--lora-targets)",
+    )
     g.add_argument("--no-progress", dest="progress", action="store_false")
     add_model_args(p)
     return p

@@ -33,6 +33,9 @@ class ViewConfig:
     span_min: int = 8  # span lengths for long texts (paper: 8..32 on Wikitext-103) ...
     span_max: int = 32
     span_budget: float = 0.5  # ... scaled down so spans cover at most this share of a text
+    # MSG: share of texts that are one whole span, i.e. plain causal next-token LM, the mode
+    # continuation runs in with the adapter on (the method's reason generation is kept)
+    all_span_share: float = 0.0
     instruction: str = SENTENCE_INSTRUCTION
 
 
@@ -73,10 +76,43 @@ def span_length_range(n: int, cfg: ViewConfig) -> tuple[int, int]:
     return lo, hi
 
 
-def sample_spans(n: int, cfg: ViewConfig, rng: random.Random) -> list[tuple[int, int]]:
-    """Non-overlapping [start, end) spans of a text of n tokens, at least one token apart."""
+def sample_spans(
+    n: int, cfg: ViewConfig, rng: random.Random, edges: list[bool] | None = None
+) -> list[tuple[int, int]]:
+    """Non-overlapping [start, end) spans of a text of n tokens, at least one token apart.
+
+    edges[i] says whether a span may start or end before token i (tokens.word_edges); spans
+    are moved to the next such edge (the end of the text always is one)."""
     if n < 2:
         return []
+    spans = _place_spans(n, cfg, rng)
+    return spans if edges is None else _snap_spans(spans, edges, n)
+
+
+def _snap_spans(spans: list[tuple[int, int]], edges: list[bool], n: int) -> list:
+    """Each span's start moved to the next edge (or, past the last one, back to the previous
+    edge after the span before it), its end to the next edge at or after its length; a span
+    with no edge left for it is dropped."""
+
+    def next_edge(i: int) -> int:
+        while i < n and not edges[i]:
+            i += 1
+        return min(i, n)
+
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        low = out[-1][1] + 1 if out else 0
+        a = next_edge(max(start, low))
+        if a >= n:
+            a = next((i for i in range(min(start, n - 1), low - 1, -1) if edges[i]), n)
+        if a >= n:
+            break
+        b = next_edge(max(a + (end - start), a + 1))
+        out.append((a, b))
+    return out
+
+
+def _place_spans(n: int, cfg: ViewConfig, rng: random.Random) -> list[tuple[int, int]]:
     lo, hi = span_length_range(n, cfg)
     budget = max(1, int(n * cfg.span_budget))
     lengths: list[int] = []
@@ -168,9 +204,14 @@ def masked_example(
     bos: int | None = None,
     mntp: bool = True,
     msg: bool = True,
+    edges: list[bool] | None = None,
 ) -> MaskedExample:
-    """x_m of one text: spans cut out (if msg), context corrupted for MNTP (if mntp)."""
-    spans = sample_spans(len(ids), cfg, rng) if msg else []
+    """x_m of one text: spans cut out (if msg), context corrupted for MNTP (if mntp).
+
+    With msg, a share cfg.all_span_share of texts is one whole span (causal_example)."""
+    if msg and cfg.all_span_share > 0 and rng.random() < cfg.all_span_share:
+        return causal_example(ids, bos)
+    spans = sample_spans(len(ids), cfg, rng, edges) if msg else []
     pieces, span_ids = cut_spans(ids, spans)
     seq = build_hybrid(pieces, span_ids, roles, bos=bos, with_end=True)
     input_ids = list(seq.input_ids)
@@ -181,6 +222,22 @@ def masked_example(
     else:
         mntp_labels = [IGNORE] * len(input_ids)
     return MaskedExample(input_ids, seq.segments, seq.position_ids, mntp_labels, seq.labels)
+
+
+def causal_example(ids: list[int], bos: int | None = None) -> MaskedExample:
+    """The all-span view: every token is a span token, so MSG is plain next-token LM under a
+    causal mask, laid out exactly as continuation runs (no <blank> or <span_start>: generation
+    with the adapter on never has them). Its last token has no target: a training text is a
+    chunk, and its end is not an end of span."""
+    prefix = [] if bos is None else [bos]
+    input_ids = prefix + list(ids)
+    segments = [0] * len(prefix) + [1] * len(ids)  # a BOS is context: every token sees it
+    labels = [IGNORE] * len(prefix) + list(ids[1:]) + [IGNORE]
+    if prefix and ids:
+        labels[0] = ids[0]
+    return MaskedExample(
+        input_ids, segments, list(range(len(input_ids))), [IGNORE] * len(input_ids), labels
+    )
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:

@@ -9,6 +9,7 @@ from tiny_models import tiny_engine
 
 from app.handlers import INFILL_SYSTEMS, TITLES
 from app.main import build_demo
+from magnet_model.engine import END_REASONS
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 
@@ -45,7 +46,10 @@ def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
     for _, pieces, info in cols:
         assert {lab for _, lab in pieces if lab} == {"blank 1", "blank 2"}
         assert "".join(p for p, _ in pieces).startswith("the cat ")
-        assert " s · " in info and "span ends" in info
+        assert " s · " in info and " tokens · " in info
+        # why each span ended, in words (never a raw code such as "max")
+        reasons = info.split(" tokens · ")[1].split("; ")
+        assert len(reasons) == 2 and set(reasons) <= set(END_REASONS.values())
     state, vote_row, reveal = out[9:]
     assert state is None and vote_row["visible"] is False and reveal == ""
 

@@ -5,6 +5,7 @@ export and backup."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -47,6 +48,12 @@ def view_of(out: tuple) -> dict:
                 comment=comment, submit=submit)  # fmt: skip
 
 
+def downloaded(app, link: str) -> Path:
+    """The private file behind an admin download link (what its route would send)."""
+    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
+    return app.downloads.take(ticket)
+
+
 def answers(n_out: int, appropriate=("Yes", "No"), fluency=("4", "2")) -> list:
     vals = []
     for i in range(MAX_OUTPUTS):
@@ -79,8 +86,8 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
     assert plot.axes[0].get_ylim() == (0, 1)
-    out = app.admin_export(True, "pilot", "jsonl")
-    lines = [json.loads(x) for x in Path(out).read_text(encoding="utf-8").splitlines()]
+    out = downloaded(app, app.admin_export(True, "pilot", "jsonl"))
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 4 and {r["comment"] for r in lines} == {"looks fine", None}
 
 
@@ -142,10 +149,13 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         {"key": "a", "text": "the cat [blank] on the mat .", "original": ["sat"]},
         {"key": "b", "text": "the dog ran to the river and the bird flew over the old tree ."},
         {"key": "c", "text": "the king [blank] in the city .", "original": ["was"]},
+        # beyond the 3 rated items: passages for the attention check
+        {"key": "d", "text": "a bird [blank] over the old tree .", "original": ["flew"]},
+        {"key": "e", "text": "the sun [blank] behind the hill .", "original": ["set"]},
     ]
     items.write_text("\n".join(json.dumps(r) for r in rows))
     msg, dropdown = app.admin_create(
-        True, "study1", str(items), 10, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
+        True, "study1", str(items), 3, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
     )
     assert msg.startswith("Created study 'study1': 3 items (1 attention checks)")
     assert dropdown["value"] == "study1"
@@ -165,15 +175,15 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         n_shown = len([s for s in v["slots"] if s[0]["visible"]])
         app.rate_submit(token, v["aid"], *answers(n_shown), None, "")
         summary, raters = app.admin_progress(True, "study1")
-        assert "judgments" in summary and raters[0][:2] == ["Ann", n]
-    regular_rated = raters[0][1] - raters[0][4]  # done minus attention checks done
+        assert "judgments" in summary and raters[0][1:3] == ["Ann", n]
+    regular_rated = raters[0][2] - raters[0][5]  # done minus attention checks done
     res, plot = app.admin_results(True, "study1")
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
-    csv_path = app.admin_export(True, "study1", "csv")
-    assert Path(csv_path).read_text(encoding="utf-8").count("\n") >= 2
-    backup = app.admin_backup(True)
-    assert backup.endswith(".sqlite3") and (tmp_path / "db.sqlite3").exists()
+    csv_path = downloaded(app, app.admin_export(True, "study1", "csv"))
+    assert csv_path.read_text(encoding="utf-8").count("\n") >= 2
+    backup = downloaded(app, app.admin_backup(True))
+    assert backup.name.endswith(".sqlite3") and (tmp_path / "db.sqlite3").exists()
 
 
 def test_admin_create_rejects_bad_requests(app, engine, tmp_path):

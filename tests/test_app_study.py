@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -20,10 +21,13 @@ def engine():
     return tiny_engine()
 
 
+VERBS = ("sat", "ran", "flew", "swam")
+
+
 def _items_file(tmp_path: Path, n: int) -> str:
     path = tmp_path / "items.jsonl"
     rows = [
-        {"key": f"k{i}", "text": f"the cat [blank] on the mat {i} .", "original": ["sat"]}
+        {"key": f"k{i}", "text": f"the cat [blank] on the mat {i} .", "original": [VERBS[i % 4]]}
         for i in range(n)
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
@@ -58,7 +62,7 @@ def test_sentence_study_from_held_out_passages(engine, tmp_path):
 
 
 def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
-    upload = _items_file(tmp_path, 4)
+    upload = _items_file(tmp_path, 5)  # 4 rated, 1 left for the attention check
     app = make_app(tmp_path, engine)
     calls = []
     real = engine.compare_infill
@@ -72,7 +76,7 @@ def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "compare_infill", dies_on_third_item)
     args = (["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3)
     with pytest.raises(gr.Error, match="stopped"):
-        app.admin_create(True, "long", upload, 10, *args)
+        app.admin_create(True, "long", upload, 4, *args)
     assert "long" in app.admin_unfinished(True)
     assert [s.name for s in app.store.list_studies()] == []  # no half-made study
 
@@ -96,11 +100,12 @@ def test_planner_in_the_form(engine, tmp_path):
 
 def test_report_download(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.admin_create(True, "rep/1", _items_file(tmp_path, 2), 2, ["magnet"], ["appropriate"],
+    app.admin_create(True, "rep-1", _items_file(tmp_path, 2), 2, ["magnet"], ["appropriate"],
                      1, 0, "", 3)  # fmt: skip
-    path = app.admin_report(True, "rep/1", -1)
-    assert path.endswith("rep_1.html")
-    page = Path(path).read_text(encoding="utf-8")
-    assert "Study report: rep/1" in page and "Example items" in page
+    link = app.admin_report(True, "rep-1", -1)
+    assert "Download rep-1.html" in link and "works once" in link
+    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
+    page = app.downloads.take(ticket).read_text(encoding="utf-8")
+    assert "Study report: rep-1" in page and "Example items" in page
     with pytest.raises(gr.Error, match="no study"):
         app.admin_report(True, "nope", -1)

@@ -73,29 +73,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _save_tiny_model(folder: Path) -> dict[str, Path]:
-    """A tiny Llama + tokenizer as a model directory, and two adapters with their metadata."""
-    from tiny_models import tiny_engine
-
-    from magnet_model.adapter_meta import save_meta
-
-    engine = tiny_engine()
-    base = folder / "base"
-    engine.model.get_base_model().save_pretrained(base)
-    engine.tokenizer.save_pretrained(base)
-    paths = {"base": base}
-    for name in ("magnet", "llm2vec"):
-        engine.model.save_pretrained(folder / "adapters", selected_adapters=[name])
-        out = folder / "adapters" / name
-        if not (out / "adapter_config.json").is_file():  # peft saves "default" at the top
-            out.mkdir(parents=True, exist_ok=True)
-            for f in ("adapter_config.json", "adapter_model.safetensors"):
-                shutil.move(folder / "adapters" / f, out / f)
-        save_meta(out, engine.meta(name))
-        paths[name] = out
-    return paths
-
-
 def _study(db: Path) -> str:
     """A one-item study with two outputs; returns a rater's invite token."""
     with AnnotationStore(path=db) as store:
@@ -112,7 +89,9 @@ def _study(db: Path) -> str:
 def served(tmp_path_factory):
     _require_browser()
     tmp = tmp_path_factory.mktemp("e2e")
-    paths = _save_tiny_model(tmp / "model")
+    from tiny_models import save_tiny_model
+
+    paths = save_tiny_model(tmp / "model")
     db = tmp / "db.sqlite3"
     token = _study(db)
     port = _free_port()
@@ -180,7 +159,7 @@ def test_end_to_end_in_chromium(served, page):
     cols = page.locator(".infill-col")
     expect(cols).to_have_count(3)
     for i in range(3):
-        expect(cols.nth(i)).to_contain_text("span ends", timeout=TIMEOUT_MS)
+        expect(cols.nth(i)).to_contain_text(" tokens · ", timeout=TIMEOUT_MS)
         expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
     assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
     _shot(page, "infill")

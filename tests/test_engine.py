@@ -166,14 +166,18 @@ def memoriser(tok):
     model = make_tiny_llama(len(tok), seed=3, hidden_size=64, intermediate_size=128)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(150):
+    # until memorised: how many steps that takes varies with the CPU's float rounding and the
+    # thread count (150 steps ended anywhere from 0.002 to 0.19 on the same code)
+    for _ in range(500):
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        if loss.item() < 0.01:
+            break
         opt.zero_grad()
         loss.backward()
         opt.step()
     model.eval()
-    assert loss.item() < 0.05
+    assert loss.item() < 0.01
     return Engine(loaded(model, tok))
 
 
@@ -201,6 +205,58 @@ def test_fixed_and_max_lengths(memoriser):
     assert r.spans[1].text == "mat" and r.spans[1].stopped
     r = memoriser.infill("a dog ran to the [blank] .", adapter=None, max_span_tokens=1)
     assert r.spans[0].text == "old" and r.spans[0].end_reason == "max"
+
+
+def _scripted(engine, text, script, **kwargs):
+    """Decode one blank of text with a stand-in model whose logits rank the tokens of
+    script[step] (a list, best first) above all others: the decoder's rules, not a model."""
+    from magnet_model.engine import _Sampling
+
+    job = engine._infill_job(text, "[blank]", "magnet", kwargs.pop("max_span_tokens", 8), None)
+    vocab = len(engine.tokenizer)
+
+    def step(active, generated):
+        logits = torch.zeros(len(active), vocab)
+        for row, k in enumerate(active):
+            for rank, t in enumerate(script[len(generated[k])]):
+                logits[row, t] = 100.0 - rank
+        return logits
+
+    generated, reasons, _, _ = engine._span_loop(job, _Sampling(False, 1.0, 1.0, None), step)
+    return generated[0], reasons[0]
+
+
+def test_span_stops_where_it_runs_into_the_right_context(engine, tok):
+    ids = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    cat, sat, on, the, mat = ids("cat sat on the mat")
+    script = [[cat], [sat], [on], [the], [mat], [sat]]
+    # the span repeats the first two tokens after the blank: they are removed and it stops
+    assert _scripted(engine, "the [blank] on the mat .", script) == ([cat, sat], "joined")
+    # a one-token right piece is matched whole
+    assert _scripted(engine, "the [blank] on", script) == ([cat, sat], "joined")
+    # switched off (to measure the model alone): it runs on
+    engine.config.stop_at_right_context = False
+    try:
+        got = _scripted(engine, "the [blank] on the mat .", script, max_span_tokens=6)
+        assert got == ([cat, sat, on, the, mat, sat], "max")
+    finally:
+        engine.config.stop_at_right_context = True
+    # no right context (blank at the end): only the length limit stops it
+    got = _scripted(engine, "the [blank]", script, max_span_tokens=6)
+    assert got == ([cat, sat, on, the, mat, sat], "max")
+
+
+def test_no_special_token_is_generated_inside_a_span(engine, tok):
+    roles = engine.roles("magnet")
+    cat, sat = tok("cat sat", add_special_tokens=False).input_ids
+    specials = engine.special_ids(roles)
+    assert roles.span_end not in specials
+    assert set(tok.all_special_ids) - {roles.span_end} <= set(specials)
+    assert tok.convert_tokens_to_ids("<|im_start|>") in specials
+    assert tok.eos_token_id in specials and roles.blank in specials
+    # every special ranks above the words; only <span_end> may end the span
+    script = [[*specials, cat], [*specials, sat], [*specials, roles.span_end, cat]]
+    assert _scripted(engine, "the [blank] .", script) == ([cat, sat], "end")
 
 
 # ---------------------------------------------------------------- adapters
@@ -362,11 +418,13 @@ def test_token_embeddings_follow_the_mask(engine, tok):
     b = engine.embed_tokens("the cat sat on the log")
     assert a.tokens == ["the", "cat", "sat", "on", "the", "mat"]
     assert a.vectors.shape == (6, 32) and a.offsets[1] == (4, 7)
-    # MNTP convention: token i's vector is the bidirectional output at i - 1 (BOS before 0)
-    x = torch.tensor([[tok.bos_token_id, *a.token_ids]])
+    # exactly the training layout: the text alone (the trainer recorded no BOS), and the MNTP
+    # convention: token i's vector is the bidirectional output at i - 1; token 0 its own
+    x = torch.tensor([a.token_ids])
     with engine.using("magnet"):
         h = engine._inner(input_ids=x, attention_mask=build_mask("bidirectional", x > -1))
-    np.testing.assert_allclose(a.vectors, h.last_hidden_state[0, :-1].numpy(), atol=1e-5)
+    h = h.last_hidden_state[0]
+    np.testing.assert_allclose(a.vectors, h[[0, 0, 1, 2, 3, 4]].numpy(), atol=1e-5)
     # bidirectional: changing the last word changes every earlier token's vector
     assert not np.allclose(a.vectors[:5], b.vectors[:5])
     # the base model is causal and uses each token's own output: the past does not move
@@ -374,6 +432,22 @@ def test_token_embeddings_follow_the_mask(engine, tok):
     cb = engine.embed_tokens("the cat sat on the log", None)
     np.testing.assert_allclose(ca.vectors[:5], cb.vectors[:5], atol=1e-6)
     assert not np.allclose(ca.vectors[5], cb.vectors[5])
+
+
+def test_token_embeddings_use_the_recorded_bos_even_when_its_id_is_0(engine, tok):
+    """A BOS of id 0 is a BOS (not 'missing' in an `x or y` chain): it goes in front."""
+    meta = engine.meta("magnet")
+    saved = meta.training
+    meta.training = {**saved, "bos": 0}
+    try:
+        assert engine.token_layout("magnet") == ([0], "bidirectional")
+        a = engine.embed_tokens("the cat sat")
+        x = torch.tensor([[0, *a.token_ids]])
+        with engine.using("magnet"):
+            h = engine._inner(input_ids=x, attention_mask=build_mask("bidirectional", x > -1))
+        np.testing.assert_allclose(a.vectors, h.last_hidden_state[0, :-1].numpy(), atol=1e-5)
+    finally:
+        meta.training = saved
 
 
 # ---------------------------------------------------------------- prompted baselines

@@ -71,7 +71,12 @@ def test_infill_scores_per_system(tiny_run):
     (example,) = infill["examples"]
     assert "[blank]" in example["text"] and example["truth"]
     assert set(example) >= {"magnet", "base zero-shot", "base five-shot"}
-    assert example["magnet"]["end_reason"] in ("end", "max")
+    assert example["magnet"]["end_reason"] in ("end", "joined", "max")
+    assert magnet["fit_share"] == pytest.approx(magnet["stop_share"] + magnet["joined_share"])
+    assert magnet["length_ratio"] == pytest.approx(
+        magnet["infill_tokens_mean"] / magnet["true_span_tokens_mean"]
+    )
+    assert magnet["end_nll_mean"] > 0
 
 
 def test_other_tasks_per_system(tiny_run):
@@ -90,7 +95,14 @@ def test_other_tasks_per_system(tiny_run):
     assert t["probe"]["systems"]["base"]["ner"]["f1"] is not None
     rep = t["repetition"]["systems"]["llm2vec"]
     assert 0 <= rep["rep_4"] <= 1 and 0 <= rep["rep_sen"] <= 1
-    assert rep["tokens_mean"] <= ev.QUICK.max_new_tokens and rep["example"]["continuation"]
+    assert rep["tokens_mean"] <= ev.QUICK.max_new_tokens and rep["examples"][0]["continuation"]
+    # passage starts and short open prompts, each also on its own
+    assert t["repetition"]["sizes"]["open_prompts"] == ev.QUICK.n_open_prompts
+    prompts = [x["prompt"] for x in rep["examples"]]
+    assert ev.OPEN_PROMPTS[0] in prompts
+    assert rep["rep_4"] == pytest.approx(
+        (rep["passage_prompts"]["rep_4"] + rep["open_prompts"]["rep_4"]) / 2
+    )
     know = t["knowledge"]["systems"]
     assert know["base"]["ratio_to_base"] == 1.0
     assert know["magnet"]["ratio_to_base"] == pytest.approx(
@@ -157,8 +169,8 @@ def _report(**systems_by_task) -> dict:
 def test_targets_are_judged_on_measured_numbers_only():
     report = _report(
         infill={
-            "base": {"zero_shot_ppl": 40.0, "five_shot_ppl": 20.0},
-            "magnet": {"hybrid_ppl": 13.9},
+            "base": {"zero_shot_ppl": 40.0, "five_shot_ppl": 20.0, "causal_left_ppl": 17.0},
+            "magnet": {"hybrid_ppl": 13.9, "stop_share": 0.79, "length_ratio": 1.4},
         },
         sts={"magnet": {"spearman": 74.9}},
         probe={
@@ -172,15 +184,31 @@ def test_targets_are_judged_on_measured_numbers_only():
     assert met[
         ("span PPL, hybrid layout (left + right context)", "magnet <= 0.70 x best prompted base")
     ]
+    left_only = (
+        "span PPL, hybrid layout (left + right context)",
+        "magnet <= 0.80 x base left-only",
+    )
+    assert met[left_only] is False
+    assert met[("infills that stop by themselves (<span_end>)", "magnet >= 80%")] is False
+    assert met[("infill length / true span length", "magnet 0.7-1.5")]
     assert met[("Spearman x 100", "magnet >= 75")] is False
     assert met[("POS accuracy", "magnet > base")] and met[("chunking accuracy", "magnet > base")]
     assert met[("NER F1 (non-O words)", "magnet > base")] is False
     assert met[("Rep-4", "magnet <= 1.5 x base")]
     assert met[("Rep-4", "llm2vec > 1.5 x base")] is None  # not measured: n/a, not "no"
     assert met[("causal PPL / base", "magnet <= 1.05")] is False
+    report["tasks"]["infill"]["systems"]["magnet"].update(
+        hybrid_ppl=13.5, length_ratio=0.5, stop_share=0.8
+    )
+    met = {(t.row, t.text): t.met for t in ev.check_targets(report)}
+    hybrid = "span PPL, hybrid layout (left + right context)"
+    assert met[(hybrid, "magnet <= 0.70 x best prompted base")] is True
+    assert met[(hybrid, "magnet <= 0.80 x base left-only")] is True
+    assert met[("infills that stop by themselves (<span_end>)", "magnet >= 80%")]
+    assert met[("infill length / true span length", "magnet 0.7-1.5")] is False
     report["tasks"]["infill"]["systems"]["magnet"]["hybrid_ppl"] = 14.1
-    met = {t.row: t.met for t in ev.check_targets(report)}
-    assert met["span PPL, hybrid layout (left + right context)"] is False
+    met = {(t.row, t.text): t.met for t in ev.check_targets(report)}
+    assert met[(hybrid, "magnet <= 0.70 x best prompted base")] is False
 
 
 # ---------------------------------------------------------------- the real embedded model

@@ -10,6 +10,7 @@ import torch
 from tiny_models import TINY_CORPUS as CORPUS
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
+from magnet_model.errors import ConfigError
 from magnet_model.layout import IGNORE
 from magnet_model.objectives import (
     attention_dropout,
@@ -186,6 +187,44 @@ def test_attention_dropout_makes_two_passes_differ_and_is_restored(tok, roles, c
     assert z1.item() > z0.item()
     attn = decoder_parts(model)[0].layers[0].self_attn
     assert attn.attention_dropout == 0.0
+
+
+def test_attention_dropout_reaches_an_int_setting_and_refuses_a_model_without_one(
+    tok, roles, corpus_ids
+):
+    model = make_tiny_llama(len(tok))
+    attns = [layer.self_attn for layer in decoder_parts(model)[0].layers]
+    for a in attns:
+        a.attention_dropout = 0  # an int in a config: still an attention dropout setting
+    with attention_dropout(model, 0.3) as n:
+        assert n == len(attns) and all(a.attention_dropout == 0.3 for a in attns)
+    assert all(a.attention_dropout == 0 for a in attns)
+    for a in attns:
+        del a.attention_dropout  # a model whose attention has no such setting
+    with pytest.raises(ConfigError, match="dropout noise"), attention_dropout(model, 0.3):
+        pass
+    with attention_dropout(model, 0.0) as n:  # no noise asked for (paraphrase positives)
+        assert n == 0
+
+
+def test_span_end_weight_weighs_the_end_target_and_logs_its_nll(tok, roles, corpus_ids):
+    model = make_tiny_llama(len(tok))
+    batch = masked_batch(tok, roles, corpus_ids)
+    n_end = int((batch.msg_labels == roles.span_end).sum())
+    n_msg = int((batch.msg_labels != IGNORE).sum())
+    assert 0 < n_end < n_msg
+    with torch.no_grad():
+        plain = masked_view_losses(model, batch)
+        one = masked_view_losses(model, batch, end_token=roles.span_end, end_weight=1.0)
+        five = masked_view_losses(model, batch, end_token=roles.span_end, end_weight=5.0)
+    assert "msg_end" not in plain
+    torch.testing.assert_close(one["msg"], plain["msg"])  # weight 1: the plain mean
+    # the weighted mean: (sum_other + 5 * sum_end) / (n_other + 5 * n_end)
+    end_sum = one["msg_end"] * n_end
+    other_sum = one["msg"] * n_msg - end_sum
+    expected = (other_sum + 5 * end_sum) / (n_msg - n_end + 5 * n_end)
+    torch.testing.assert_close(five["msg"], expected)
+    torch.testing.assert_close(five["msg_end"], one["msg_end"])
 
 
 def train_steps(model, loss_fn, steps=40, lr=1e-2) -> list[float]:

@@ -157,3 +157,28 @@ def test_span_perplexity_uses_the_passage_token_count():
     assert scoring.span_perplexity(scores) == pytest.approx(math.exp(8.0 / 4))
     assert scoring.span_perplexity(scores, with_end=True) == pytest.approx(math.exp(12.0 / 6))
     assert math.isnan(scoring.span_perplexity([]))
+
+
+@pytest.mark.integration
+def test_span_edges_never_fall_between_a_bare_space_and_its_digits():
+    """SmolLM2 writes " 1887" as " " + "1" "8" "8" "7": no case may cut between the space and
+    the digits, so the scored layout is the one typed text gives to generation."""
+    from magnet_model.loading import load_base
+    from magnet_model.settings import ModelSpec
+
+    _, tok, _ = load_base(ModelSpec(adapters={}, device="cpu"))
+    bare = tok.convert_tokens_to_ids("Ġ")
+    years = " ".join(
+        f"In {1800 + 7 * i} the town had {300 + i} houses and {2 * i + 5} mills." for i in range(40)
+    )
+    passages = [years] * 60
+    cases = scoring.span_cases(tok, passages, 60, seed=0)
+    assert len(cases) > 30
+    for c in cases:
+        assert c.left_ids[-1] != bare and c.span_ids[-1] != bare
+        assert tok.convert_ids_to_tokens(c.span_ids[0]).startswith("Ġ")
+        assert not c.right_ids or tok.convert_ids_to_tokens(c.right_ids[0]).startswith("Ġ")
+        # the blanked text, as a user types it, gives the same left and right tokens
+        left, right = c.blanked("[blank]").split(" [blank]")
+        assert tok(left.rstrip(), add_special_tokens=False).input_ids == c.left_ids
+        assert tok(right, add_special_tokens=False).input_ids == c.right_ids

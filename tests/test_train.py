@@ -76,6 +76,9 @@ def test_cli_writes_a_standard_peft_adapter_with_meta_log_and_checkpoints(
     log = log_of(out)
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
     assert all(set(r) >= {"mntp", "msg", "loss", "lr"} and "sscl" not in r for r in log[:3])
+    # the NLL of <span_end> is logged, and the total counts only weighted objectives
+    assert all("msg_end" in r and r["loss"] == pytest.approx(r["mntp"] + r["msg"]) for r in log[:3])
+    assert meta.training["all_span_share"] == 0.15 and meta.training["w_span_end"] == 1.0
     assert all("sscl" in r for r in log[3:])
     assert all(r["stage"] == 2 for r in log[3:])
 
@@ -231,3 +234,22 @@ def test_time_bound_stops_early_with_a_usable_adapter_and_accumulates(base_dir, 
     assert meta.training["steps_done"] == 1 and not meta.training["complete"]
     assert (out / "adapter_model.safetensors").is_file()
     assert (out / "checkpoints" / "step-0000001").is_dir()
+
+
+def test_init_adapter_starts_from_a_trained_adapter_and_refuses_one_that_does_not_fit(
+    base_dir, corpus, tmp_path, capsys
+):
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(args(base_dir, corpus, first)) == 0
+    # lr 0: the second run changes nothing, so it saves exactly the weights it started from
+    extra = ["--init-adapter", str(first), "--lr", "0", "--stage2-steps", "0"]
+    extra += ["--objectives", "mntp,msg"]
+    assert main(args(base_dir, corpus, second, *extra)) == 0
+    a = load_file(first / "adapter_model.safetensors")
+    b = load_file(second / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert load_meta(second).training["init_adapter"] == str(first)
+    # another rank: one sentence, no traceback
+    bad = tmp_path / "bad"
+    assert main(args(base_dir, corpus, bad, "--init-adapter", str(first), "--lora-r", "8")) == 2
+    assert "does not fit this run's LoRA" in capsys.readouterr().err

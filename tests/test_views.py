@@ -6,11 +6,14 @@ import random
 from collections import Counter
 
 import pytest
+import torch
 
 from magnet_model.layout import IGNORE
-from magnet_model.tokens import choose_token_roles
+from magnet_model.masks import build_mask
+from magnet_model.tokens import choose_token_roles, word_edges, word_start_table
 from magnet_model.views import (
     ViewConfig,
+    causal_example,
     collate_masked,
     collate_sentences,
     masked_example,
@@ -174,3 +177,82 @@ def test_sentence_pairs_pool_the_text_and_end_token_but_not_the_instruction(role
         assert batch.input_ids[row, :n].tolist() == [1, 40, 41, 42, *t, roles.sentence_end]
         assert batch.attention_mask[row].sum() == n
         assert batch.pool_mask[row].tolist() == [0] * 4 + [1] * (len(t) + 1) + [0] * (10 - n)
+
+
+# ---------------------------------------------------------------- word edges, all-span view
+
+
+class _FakeBPE:
+    """convert_ids_to_tokens of a byte-level vocabulary: Ġ marks a leading space."""
+
+    tokens = ["Ġborn", "Ġin", "Ġ", "1", "8", ",", "Ġhe", "said", "Ġthe"]
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.tokens[i] for i in ids]
+
+
+def test_word_edges_never_split_a_bare_space_from_its_digits():
+    table = word_start_table(_FakeBPE())
+    # " born in 1887, he said": the word " 1887" starts at the bare space, not at "1"
+    ids = [0, 1, 2, 3, 4, 4, 3, 5, 6, 7]
+    assert word_edges(ids, table) == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
+    # a vocabulary without space marks (word-level): every boundary is a word boundary
+    assert word_edges([5, 6, 7], None) == [True, True, True]
+
+
+def test_a_word_level_vocabulary_has_every_boundary(tiny_tokenizer):
+    assert word_start_table(tiny_tokenizer) is None
+
+
+@pytest.mark.parametrize("n", [17, 64, 128])
+def test_spans_start_and_end_only_at_word_edges(n):
+    cfg = ViewConfig()
+    for seed in range(200):
+        rng = random.Random(seed)
+        edges = [i == 0 or rng.random() < 0.6 for i in range(n)]
+        spans = sample_spans(n, cfg, random.Random(seed), edges)
+        assert spans, "a span always fits when 60% of the tokens begin words"
+        for a, b in spans:
+            assert edges[a] and (b == n or edges[b]) and a < b
+        for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False):
+            assert a2 >= b1 + 1
+
+
+def test_all_span_view_is_plain_causal_language_modelling(roles, vocab):
+    ids = text(20)
+    cfg = ViewConfig(all_span_share=0.5)
+    exs = [masked_example(ids, roles, vocab, cfg, random.Random(s)) for s in range(200)]
+    causal = [e for e in exs if set(e.segments) == {1}]
+    assert 60 < len(causal) < 140  # about half of the texts
+    e = causal[0]
+    assert e.input_ids == ids and e.position_ids == list(range(20))
+    assert e.msg_labels == ids[1:] + [IGNORE]  # next token, no <span_end> at a chunk's end
+    assert set(e.mntp_labels) == {IGNORE}  # no context, so nothing for MNTP
+    # its hybrid mask is exactly the causal mask continuation runs with
+    seg = torch.tensor([e.segments])
+    real = torch.ones_like(seg)
+    assert torch.equal(build_mask("hybrid", real, seg), build_mask("causal", real))
+    # with a BOS: the BOS is context, every token sees it, and it predicts the first token
+    b = causal_example(ids, bos=1)
+    assert b.input_ids == [1, *ids] and b.segments == [0] + [1] * 20
+    assert b.msg_labels == ids + [IGNORE]
+    # the default share is 0 in ViewConfig (the trainer passes its own, 0.15 by default)
+    assert all(
+        set(e.segments) != {1}
+        for s in range(50)
+        for e in [masked_example(ids, roles, vocab, ViewConfig(), random.Random(s))]
+    )

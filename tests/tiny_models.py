@@ -137,3 +137,26 @@ def tiny_engine(adapters: bool = True, max_positions: int = 1024):
     cpu = torch.device("cpu")
     loaded = LoadedModel(model, tok, ModelSpec(), cpu, torch.float32, "tiny", 0.0, names)
     return Engine(loaded, metas=metas)
+
+
+def save_tiny_model(folder):
+    """A tiny Llama + tokenizer as a model directory, and two adapters with their metadata."""
+    import shutil
+
+    from magnet_model.adapter_meta import save_meta
+
+    engine = tiny_engine()
+    base = folder / "base"
+    engine.model.get_base_model().save_pretrained(base)
+    engine.tokenizer.save_pretrained(base)
+    paths = {"base": base}
+    for name in ("magnet", "llm2vec"):
+        engine.model.save_pretrained(folder / "adapters", selected_adapters=[name])
+        out = folder / "adapters" / name
+        if not (out / "adapter_config.json").is_file():  # peft saves "default" at the top
+            out.mkdir(parents=True, exist_ok=True)
+            for f in ("adapter_config.json", "adapter_model.safetensors"):
+                shutil.move(folder / "adapters" / f, out / f)
+        save_meta(out, engine.meta(name))
+        paths[name] = out
+    return paths

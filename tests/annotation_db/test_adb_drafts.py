@@ -8,6 +8,7 @@ from annotation_db import (
     AnnotationStore,
     DuplicateError,
     InvalidInputError,
+    ItemIn,
     NotFoundError,
     finish_draft,
     list_drafts,
@@ -45,12 +46,16 @@ def test_outputs_survive_a_restart_and_the_study_is_made_once(tmp_path, adb):
         finish_draft(store, "paper")
     for o in outputs[5:]:
         save_output(store, "paper", o)
-    gold_items, gold_outputs = make_gold_items(items, 2, blank="___")
+    spare = [  # attention checks come from passages that are not rated
+        ItemIn(f"spare-{i}", f"Spare {i} has a ___ here.", [w], source=f"s{i}")
+        for i, w in enumerate(("word", "other"))
+    ]
+    gold_items, gold_outputs = make_gold_items(spare, 2, blank="___", n_outputs=3, donors=items)
     info = finish_draft(store, "paper", gold_items, gold_outputs)
     assert (info.n_items, info.n_gold, info.raters_per_item) == (4, 2, 3)
     assert list_drafts(store) == []
     made_items, made_outputs = store.items("paper")
-    assert len(made_outputs) == 12 + 4
+    assert len(made_outputs) == 12 + 2 * 3
     with pytest.raises(DuplicateError):
         start_draft(store, "paper", items, adb.SYSTEMS, SETTINGS)
     with pytest.raises(NotFoundError):

@@ -22,26 +22,30 @@ def _rated_study(store):
         for it in items
         for sysname in ("magnet", "five-shot", "zero-shot")
     ]
-    g_items, g_outs = make_gold_items(items, 2, blank="___", seed=0)
+    spare = [
+        ItemIn(f"g{i}", f"Spare passage {i} with ___ inside.", [f"gold{i}"], f"e{i}")
+        for i in range(2)
+    ]
+    g_items, g_outs = make_gold_items(spare, 2, blank="___", seed=0, n_outputs=3, donors=items)
     store.create_study(
         "rep",
         items + g_items,
         outputs + g_outs,
         questions=["appropriate", "likert:fluency", "preference"],
-        raters_per_item=2,
+        raters_per_item=3,
     )
     for n, inv in enumerate(store.invite_many("rep", ["ann", EVIL, "bob"])):
+        careful = n == 2  # bob says no to everything and ties: he passes every check
         while (item := store.next_item(inv.token)) is not None:
             ans = {
-                o.label: {"appropriate": (j + n) % 2 == 0, "fluency": 1 + (j + n) % 5}
+                o.label: {
+                    "appropriate": (j + n) % 2 == 0 and not careful,
+                    "fluency": 1 if careful else 1 + (j + n) % 5,
+                }
                 for j, o in enumerate(item.outputs)
             }
-            store.submit(
-                inv.token,
-                item.assignment_id,
-                ans,
-                preference=item.outputs[n % len(item.outputs)].label,
-            )
+            pref = "tie" if careful else item.outputs[n % len(item.outputs)].label
+            store.submit(inv.token, item.assignment_id, ans, preference=pref)
 
 
 def test_report_is_self_contained_and_complete(sqlite_store, tmp_path, capsys):

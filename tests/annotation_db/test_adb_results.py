@@ -19,7 +19,11 @@ def _study(store, n_items=6, k=3, gold=2):
         for i in range(n_items)
         for sysname in ("good", "bad")
     ]
-    g_items, g_outs = make_gold_items(items, gold, blank="___", seed=1)
+    spare = [  # attention checks come from passages that are not items of the study
+        ItemIn(f"p{i}", f"Passage {i} hides a ___ there.", [f"span{i}"], source=f"pdoc{i}")
+        for i in range(max(gold, 2))
+    ]
+    g_items, g_outs = make_gold_items(spare, gold, blank="___", seed=1, donors=items)
     store.create_study(
         "designed",
         items + g_items,

