@@ -19,6 +19,9 @@ MIN_SENTENCE_WORDS, MAX_SENTENCE_WORDS = 5, 40  # the removed sentence
 # A removed sentence has at most MAX_SENTENCE_WORDS words; English Wikipedia prose runs at about
 # 1.3-1.5 tokens per word in Llama-family tokenizers, so 64 tokens leave room for one sentence.
 SENTENCE_SPAN_TOKENS = 64
+# Lines that cleaned MediaWiki leaves which are not running prose: headings, lists, tables,
+# templates, and indented or definition lines (":", ";", "#").
+NOT_PROSE = ("=", "*", "|", "{", ":", ";", "#")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def sentence_gaps(
             (a.title, p.strip())
             for a in wikipedia_articles(split)
             for p in a.text.split("\n")
-            if len(p.strip()) >= 200 and not p.lstrip().startswith(("=", "*", "|", "{"))
+            if len(p.strip()) >= 200 and not p.lstrip().startswith(NOT_PROSE)
         ]
     rng = random.Random(seed)
     order = list(range(len(paragraphs)))

@@ -37,3 +37,4 @@ def test_default_passages_come_from_held_out_articles():
     heldout = {a.title for a in data.wikipedia_articles("heldout")}
     assert len(gaps) == 40 and {g.source for g in gaps} <= heldout
     assert all(len(g.removed.split()) <= MAX_SENTENCE_WORDS for g in gaps)
+    assert not any(g.before.startswith((":", ";", "#")) for g in gaps)  # indented markup lines
