@@ -10,6 +10,15 @@ Start with ``AnnotationStore`` (see README.md in this folder)::
     store.results("pilot").to_dict()
 """
 
+from .drafts import (  # also registers the draft tables before any store creates them
+    Draft,
+    discard_draft,
+    finish_draft,
+    get_draft,
+    list_drafts,
+    save_output,
+    start_draft,
+)
 from .errors import (
     AlreadySubmittedError,
     AnnotationError,
@@ -53,6 +62,7 @@ __all__ = [
     "AnnotationError",
     "AnnotationStore",
     "DBSettings",
+    "Draft",
     "DuplicateError",
     "GOLD_CORRUPTED",
     "GOLD_ORIGINAL",
@@ -82,6 +92,12 @@ __all__ = [
     "appropriate",
     "check_study_name",
     "comment",
+    "discard_draft",
+    "finish_draft",
+    "get_draft",
+    "list_drafts",
+    "save_output",
+    "start_draft",
     "default_db_path",
     "export_rows",
     "fill_blanks",

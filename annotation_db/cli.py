@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from .errors import AnnotationError
 from .io import FORMATS, read_items, read_outputs, write_items
+from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study, power_at
 from .schema import STUDY_STATUSES
 from .settings import DBSettings
 from .store import AnnotationStore
@@ -67,12 +68,38 @@ def build_parser() -> argparse.ArgumentParser:
         x.add_argument("--study", required=True)
     sub.choices["results"].add_argument("--exclude-failing-share", type=float)
     sub.add_parser("studies", help="list studies")
+
+    pl = sub.add_parser("plan", help="items needed to tell two rates apart (80%% power)")
+    pl.add_argument("--p1", type=float, default=DEFAULT_RATES[0])
+    pl.add_argument("--p2", type=float, default=DEFAULT_RATES[1])
+    pl.add_argument("--raters-per-item", type=int, default=3)
+    pl.add_argument("--icc", type=float, default=DEFAULT_ICC, help="intra-item correlation")
+    pl.add_argument("--alpha", type=float, default=0.05)
+    pl.add_argument("--power", type=float, default=0.8)
+    pl.add_argument("--items", type=int, nargs="*", default=[], help="also: power at N items")
+
+    r = sub.add_parser("report", help="write a self-contained HTML report of a study")
+    r.add_argument("study")
+    r.add_argument("--out", required=True, help="HTML file to write")
+    r.add_argument("--exclude-failing-share", type=float)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.cmd == "plan":  # no database needed
+            plan = plan_study(
+                args.p1, args.p2, args.raters_per_item, icc=args.icc, alpha=args.alpha,
+                power=args.power,
+            )  # fmt: skip
+            print(plan.summary())
+            for n in args.items:
+                pw = power_at(n, args.p1, args.p2, args.raters_per_item, icc=args.icc,
+                              alpha=args.alpha)  # fmt: skip
+                print(f"{n} items x {args.raters_per_item} raters: power {pw:.0%}")
+            print(json.dumps(plan.to_dict(), indent=2))
+            return 0
         store = AnnotationStore(settings=DBSettings.from_env(url=args.db, path=args.db_path))
         with store:
             return _run(store, args)
@@ -121,6 +148,14 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
     elif args.cmd == "results":
         res = store.results(args.study, exclude_failing_share=args.exclude_failing_share)
         print(json.dumps(res.to_dict(), indent=2))
+    elif args.cmd == "report":
+        from .report import write_report  # matplotlib is loaded only for this command
+
+        print(
+            write_report(
+                store, args.study, args.out, exclude_failing_share=args.exclude_failing_share
+            )
+        )
     elif args.cmd == "studies":
         for st in store.list_studies():
             print(f"{st.name}\t{st.status}\t{st.n_items} items\t{st.n_raters} raters")

@@ -1,6 +1,8 @@
 """Study results: what a researcher reports, computed from one consistent snapshot.
 
-Gold (attention-check) items never count toward system results. Raters whose attention-check
+Gold (attention-check) items never count toward system results. A system's share judged
+appropriate has a Wilson interval at the effective sample size (the raters of one output are
+one cluster; ``stats.clustered_proportion``). Raters whose attention-check
 failure share exceeds ``exclude_failing_share`` are left out of every number except the
 attention table itself, which lists who was excluded and why.
 """
@@ -24,8 +26,8 @@ from .stats import (
     Proportion,
     bootstrap_mean,
     bootstrap_pairwise,
+    clustered_proportion,
     krippendorff_alpha,
-    wilson_interval,
 )
 from .views import StudyProgress
 
@@ -221,8 +223,16 @@ def compute_results(
         rs = by_system[name]
         appr = None
         if any(q.kind == "appropriate" for q in qs):
-            yes = [r.answers["appropriate"] for r in rs if "appropriate" in r.answers]
-            appr = wilson_interval(sum(bool(v) for v in yes), len(yes), confidence)
+            # The raters of one output judge the same text: one cluster per output.
+            per_output: dict[int, list[bool]] = defaultdict(list)
+            for r in rs:
+                if "appropriate" in r.answers:
+                    per_output[r.output_id].append(bool(r.answers["appropriate"]))
+            appr = clustered_proportion(
+                [sum(v) for v in per_output.values()],
+                [len(v) for v in per_output.values()],
+                confidence,
+            )
         likert = {}
         for q in qs:
             if q.kind != "likert":

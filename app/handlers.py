@@ -32,10 +32,11 @@ from annotation_db import (
     RaterItem,
     StorageError,
     check_study_name,
-    make_gold_items,
     safe_file_stem,
 )
 from annotation_db import read_items as read_item_file
+from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
+from annotation_db.report import write_report
 from annotation_db.results import not_enough
 from magnet_model import search
 from magnet_model.engine import END_REASONS, Engine
@@ -583,9 +584,13 @@ class MagnetApp:
         n_gold: float,
         instructions: str,
         max_span: float = 16,
+        item_kind: str = "words",
         progress=PROGRESS,
     ) -> tuple:
-        """Items (built-in or uploaded), every system's outputs made ahead, one new study."""
+        """Items (built-in or uploaded), every system's outputs made ahead, one new study.
+
+        Outputs are stored as they are made: after a restart, the same name resumes the
+        generation with the items and settings it started with (studies.build_study)."""
         self._admin(authorized)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
@@ -593,8 +598,9 @@ class MagnetApp:
             name = check_study_name(name)  # before minutes of generation, not after
         except AnnotationError as e:
             raise _error(e) from None
+        resuming = name in studies.unfinished(self.store)
         systems = list(systems or [])
-        if not systems:
+        if not systems and not resuming:
             raise gr.Error("Pick at least one system.", print_exception=False)
         for s in systems:
             why = self.availability(s)
@@ -606,49 +612,37 @@ class MagnetApp:
                 print_exception=False,
             )
         n_gold = int(n_gold)
-        if n_gold > 0 and len(systems) < 2:
+        if n_gold > 0 and len(systems) < 2 and not resuming:
             raise gr.Error(
                 "Attention checks show an original and a wrong fill side by side, like the "
                 "outputs of two systems: pick at least two systems, or set attention checks to 0.",
                 print_exception=False,
             )
+        if upload and Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
+            raise gr.Error(
+                f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
+            )
+
+        def make_items() -> tuple:
+            uploaded = read_item_file(upload) if upload else None
+            return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
+
+        progress(0, desc="Generating outputs")
         try:
-            # Attention checks are made from passages that are not items of the study (a
-            # rater must not meet a check's passage again as a regular item).
-            if upload:
-                if Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
-                    raise gr.Error(f"The file is larger than {self.settings.max_upload_mb} MB.")
-                every = studies.blank_uploaded(read_item_file(upload))
-            else:
-                every = studies.builtin_items(int(n_items) + 2 * n_gold)
-            items, spare = every[: int(n_items)], every[int(n_items) :]
-            if n_gold > len([it for it in spare if it.original]):
-                raise gr.Error(
-                    f"{n_gold} attention check(s) need {n_gold} more items with their original "
-                    f"span than the {len(items)} rated ones; upload more or lower the number.",
-                    print_exception=False,
-                )
-            if not items:
-                raise gr.Error("No usable item: texts need a [blank] or at least 11 words.")
-            progress(0, desc="Generating outputs")
-            outputs = studies.generate_outputs(
+            info, reused = studies.build_study(
                 self.engine,
                 self.compare_infill,
-                items,
+                self.store,
+                name,
+                make_items,
                 systems,
-                int(max_span),
-                lambda done, total: progress(done / total, desc=f"Outputs {done}/{total}"),
-            )
-            gold_items, gold_outputs = make_gold_items(
-                spare, n_gold, blank=MARKER, n_outputs=len(systems), donors=items
-            )
-            info = self.store.create_study(
-                name.strip(),
-                items + gold_items,
-                outputs + gold_outputs,
                 questions=list(questions or ["appropriate"]),
-                instructions=instructions or "",
                 raters_per_item=int(raters_per_item),
+                instructions=instructions or "",
+                max_span_tokens=int(max_span),
+                progress=lambda done, total: progress(
+                    done / max(total, 1), desc=f"Outputs {done}/{total}"
+                ),
             )
         except (AnnotationError, MagnetError) as e:
             raise _error(e) from None
@@ -657,7 +651,56 @@ class MagnetApp:
             f"({render.plural(info.n_gold, 'attention check')}), systems "
             f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
         )
+        if resuming:
+            msg += f" Resumed: {reused} outputs had been made before the restart."
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
+
+    def admin_preset(self, authorized: bool, preset: str = "paper") -> tuple:
+        """The paper's protocol in the form: (item kind, items, systems, questions, raters,
+        checks, max span, instructions); the study is made when the admin clicks create."""
+        self._admin(authorized)
+        p = studies.PAPER
+        return (
+            p.item_kind,
+            p.n_items,
+            list(p.systems),
+            list(p.questions),
+            p.raters_per_item,
+            p.n_gold,
+            p.max_span_tokens,
+            p.instructions,
+        )
+
+    def admin_plan(
+        self,
+        p1: float,
+        p2: float,
+        raters_per_item: float,
+        icc: float = DEFAULT_ICC,
+        n_items: float | None = None,
+    ) -> str:
+        """The sample-size planner's answer for the form's values (Markdown of numbers only),
+        and the power of the number of items the form asks for."""
+        try:
+            k = int(raters_per_item)
+            plan = plan_study(float(p1), float(p2), k, icc=float(icc))
+            line = f"**Planner:** {plan.summary()}"
+            if n_items:
+                pw = power_at(int(n_items), float(p1), float(p2), k, icc=float(icc))
+                line += f" This form's {int(n_items)} items: power {pw:.0%}."
+        except (AnnotationError, TypeError, ValueError) as e:
+            return f"Planner: {e}"
+        return line
+
+    def admin_unfinished(self, authorized: bool) -> str:
+        self._admin(authorized)
+        names = studies.unfinished(self.store)
+        if not names:
+            return ""
+        return (
+            "Stopped while generating (type the same name and click create to resume): "
+            + ", ".join(names)
+        )
 
     def admin_invite(
         self, authorized: bool, study: str, names: str, request: gr.Request | None = None
@@ -740,6 +783,24 @@ class MagnetApp:
         out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
         try:
             return self._download_link(self.store.export(study, fmt, out))
+        except AnnotationError as e:
+            raise _error(e) from None
+
+    def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
+        """The study's self-contained HTML report -> a single-use download link (Markdown)."""
+        self._admin(authorized)
+        if not study:
+            raise gr.Error("Pick a study.", print_exception=False)
+        share = (
+            None
+            if exclude_failing_share is None or exclude_failing_share < 0
+            else float(exclude_failing_share)
+        )
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
+        try:
+            return self._download_link(
+                write_report(self.store, study, out, exclude_failing_share=share)
+            )
         except AnnotationError as e:
             raise _error(e) from None
 

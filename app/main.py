@@ -19,9 +19,11 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from annotation_db import AnnotationError, AnnotationStore
+from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 
 from .gpu import has_spaces, server_spec, zero_gpu
@@ -44,6 +46,7 @@ from .security import (
     RequestGuard,
 )
 from .settings import AppSettings
+from .studies import ITEM_KINDS
 
 log = logging.getLogger("app")
 
@@ -227,10 +230,29 @@ def _admin_tab(app: MagnetApp) -> None:
                 file_types=[".jsonl", ".csv"],
             )
         with gr.Row():
-            n_items = gr.Slider(2, 200, value=10, step=1, label="Items")
+            paper = gr.Button("Paper protocol", size="sm", elem_id="admin-paper")
+            gr.Markdown(
+                "One sentence removed from each of 100 held-out passages; MAGNET, base "
+                "zero-shot and five-shot; yes/no *contextually appropriate*; 3 raters per item; "
+                "attention checks. Fills the form below."
+            )
+        unfinished = gr.Markdown()
+        with gr.Row():
+            item_kind = gr.Radio(
+                list(ITEM_KINDS),
+                value="words",
+                label="Built-in items: blank 2-5 words, or one whole sentence",
+            )
+            n_items = gr.Slider(2, 400, value=10, step=1, label="Items")
             raters = gr.Slider(1, 10, value=3, step=1, label="Raters per item")
-            n_gold = gr.Slider(0, 10, value=2, step=1, label="Attention checks")
-            span = gr.Slider(1, app.settings.max_span_tokens, value=12, step=1, label="Max span")
+            n_gold = gr.Slider(0, 20, value=2, step=1, label="Attention checks")
+            span_top = max(app.settings.max_span_tokens, SENTENCE_SPAN_TOKENS)
+            span = gr.Slider(1, span_top, value=12, step=1, label="Max span tokens")
+        with gr.Row():
+            p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1", minimum=0, maximum=1)
+            p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2", minimum=0, maximum=1)
+            icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation", minimum=0)
+        plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC, 10), elem_id="admin-plan")
         systems = gr.CheckboxGroup(
             [(TITLES[s], s) for s in INFILL_SYSTEMS], value=list(INFILL_SYSTEMS), label="Systems"
         )
@@ -273,6 +295,12 @@ def _admin_tab(app: MagnetApp) -> None:
             fmt = gr.Radio(["csv", "jsonl"], value="csv", label="Export format")
             export = gr.Button("Export ratings")
             backup = gr.Button("Back up the database")
+        with gr.Row():
+            report_share = gr.Number(
+                -1,
+                label="Report: leave out raters failing more than this share of checks (-1: none)",
+            )
+            report = gr.Button("HTML report", elem_id="admin-report")
         files = gr.Markdown()  # a single-use link to a private file, never a public file URL
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(
@@ -288,12 +316,24 @@ def _admin_tab(app: MagnetApp) -> None:
         app.admin_revoke, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
     )
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
+    login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
+    paper.click(
+        app.admin_preset,
+        inputs=authorized,
+        outputs=[item_kind, n_items, systems, questions, raters, n_gold, span, instructions],
+        **RATING,
+    )
+    for box in (p1, p2, icc, raters, n_items):
+        box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)
     create.click(
         app.admin_create,
         inputs=[authorized, name, upload, n_items, systems, questions, raters, n_gold]
-        + [instructions, span],
+        + [instructions, span, item_kind],
         outputs=[create_msg, study],
         **MODEL,
+    )
+    report.click(
+        app.admin_report, inputs=[authorized, study, report_share], outputs=files, **RATING
     )
     invite.click(app.admin_invite, inputs=[authorized, study, names], outputs=links, **RATING)
     prog_btn.click(

@@ -296,3 +296,42 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     body = phone.locator("body").inner_text().lower()
     assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
     _shot(phone, "rate-phone")
+
+
+def test_paper_preset_planner_and_report_in_chromium(served, page):
+    """Admin's paper preset and planner, the report download, and the report itself opened
+    from disk with every request recorded: a self-contained file makes none but its own."""
+    from playwright.sync_api import expect
+
+    with AnnotationStore(path=served["db"]) as store:  # one more rating, whatever ran before
+        token = store.invite("e2e", "Second rater").token
+        item = store.next_item(token)
+        answers = {o.label: {"appropriate": o.label == "A"} for o in item.outputs}
+        store.submit(token, item.assignment_id, answers, preference="A")
+    page.goto(served["url"])
+    page.get_by_role("tab", name="Admin").click()
+    page.get_by_label("Admin password").fill("pw")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#admin-plan")).to_contain_text("items x 3 raters per item")
+    page.locator("#admin-paper").click()
+    expect(page.get_by_label("Instructions for raters")).to_have_value(
+        re.compile("one sentence removed"), timeout=TIMEOUT_MS
+    )
+    _shot(page, "admin-paper-preset")
+    page.locator("#admin-report").click()
+    expect(page.get_by_text("e2e.html").first).to_be_visible(timeout=TIMEOUT_MS)
+
+    report = SHOTS.parent / "report-e2e.html"
+    cmd = [sys.executable, "-m", "annotation_db", "--db-path", str(served["db"]), "report",
+           "e2e", "--out", str(report)]  # fmt: skip
+    subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(report.as_uri())
+    expect(page.get_by_role("heading", name="Study report: e2e")).to_be_visible()
+    for heading in ("Pairwise win rates", "Agreement (Krippendorff's alpha)", "Attention checks"):
+        expect(page.get_by_role("heading", name=heading)).to_be_visible()
+    widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.naturalWidth)")
+    assert len(widths) >= 2 and all(w > 0 for w in widths)  # every figure decoded
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests
+    _shot(page, "report")

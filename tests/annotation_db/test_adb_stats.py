@@ -128,3 +128,22 @@ def test_bootstrap_pairwise_intervals_contain_estimates():
     assert np.all(pb.scores_low <= pb.scores) and np.all(pb.scores <= pb.scores_high)
     assert np.argmax(pb.scores) == 0
     assert pb.counts[1, 2] == 0 and math.isnan(pb.win_rate[1, 2])
+
+
+def test_clustered_proportion_widens_by_the_design_effect():
+    from annotation_db.stats import clustered_proportion
+
+    # one judgment per cluster: Wilson, up to the small-sample factor c / (c - 1)
+    single = clustered_proportion([1] * 30 + [0] * 20, [1] * 50)
+    plain = wilson_interval(30, 50)
+    assert single.design_effect == pytest.approx(50 / 49)
+    assert (single.low, single.high) == pytest.approx((plain.low, plain.high), abs=0.003)
+    # 3 raters who always agree: 150 judgments carry the information of 50 (deff ~ 3)
+    agree = clustered_proportion([3] * 30 + [0] * 20, [3] * 50)
+    assert agree.n == 150 and agree.share == pytest.approx(0.6)
+    assert agree.design_effect == pytest.approx(3 * 50 / 49)
+    assert agree.high - agree.low > wilson_interval(90, 150).high - wilson_interval(90, 150).low
+    assert agree.high - agree.low == pytest.approx(plain.high - plain.low, rel=0.02)
+    # clusters that agree less than chance do not make the interval narrower than Wilson
+    anti = clustered_proportion([1, 2] * 25, [3] * 50)
+    assert anti.design_effect == 1.0

@@ -1,0 +1,356 @@
+"""A study's report: one self-contained HTML file (figures embedded as PNG, nothing fetched).
+
+Per-system rates with intervals, pairwise win rates, Bradley-Terry with intervals, alpha per
+question, attention-check exclusions, rater timing, and example items with each system's
+fill. Every text that came from a user (study, items, outputs, rater names) is escaped.
+
+    python -m annotation_db report STUDY --out report.html [--exclude-failing-share 0.25]
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from .results import StudyResults  # noqa: E402
+from .schema import Assignment, Item, Rater, Study  # noqa: E402
+
+if TYPE_CHECKING:
+    from .store import AnnotationStore
+
+N_EXAMPLES = 5
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+color:#222;line-height:1.45}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem}
+th,td{border:1px solid #ccc;padding:.25rem .6rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.fill{background:#fde68a;padding:0 .15rem} .note{color:#555;font-size:.9rem}
+img{max-width:100%} .excluded{color:#b91c1c}
+"""
+
+
+def write_report(
+    store: AnnotationStore,
+    study: str,
+    out: str | os.PathLike[str],
+    *,
+    exclude_failing_share: float | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Path:
+    """Write the study's HTML report to ``out`` and return its path."""
+    html_text = render_report(
+        store,
+        study,
+        exclude_failing_share=exclude_failing_share,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html_text, encoding="utf-8")
+    return path
+
+
+def render_report(
+    store: AnnotationStore,
+    study: str,
+    *,
+    exclude_failing_share: float | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> str:
+    info = store.study(study)
+    res = store.results(
+        study, exclude_failing_share=exclude_failing_share, n_resamples=n_resamples, seed=seed
+    )
+    items, outputs = store.items(study)
+    seconds = store.db.read(lambda s: _seconds_per_item(s, study))
+    e = html.escape
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>Study report: {e(info.name)}</title><style>{CSS}</style></head><body>",
+        f"<h1>Study report: {e(info.name)}</h1>",
+        "<p class='note'>Generated "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by annotation_db. Status "
+        f"{e(info.status)}; {info.n_items} items ({info.n_gold} attention checks); "
+        f"{info.raters_per_item} raters per item; {info.n_raters} raters invited; "
+        f"{res.progress.judgments_done} of {res.progress.judgments_needed} judgments done "
+        f"({res.progress.share_done:.0%}).</p>",
+        "<p>Questions: "
+        + "; ".join(f"<b>{e(q.name)}</b> ({e(q.kind)}): {e(q.prompt)}" for q in info.questions)
+        + "</p>",
+    ]
+    if info.instructions:
+        parts.append(f"<details><summary>Instructions</summary><pre>{e(info.instructions)}</pre>")
+        parts.append("</details>")
+    parts += _rates(res)
+    parts += _likert(res)
+    parts += _preferences(res)
+    parts += _agreement(res)
+    parts += _attention(res)
+    parts += _timing(res, seconds)
+    parts += _examples(items, outputs)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------- sections
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or x != x else f"{x:.1%}"
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "–" if x is None or x != x else format(x, fmt)
+
+
+def _rates(res: StudyResults) -> list[str]:
+    rows = [s for s in res.systems if s.appropriate is not None and s.appropriate.n]
+    out = [f"<h2>Judged appropriate, per system ({res.confidence:.0%} intervals)</h2>"]
+    if not rows:
+        return [*out, "<p>No yes/no answers yet.</p>"]
+    out.append(
+        "<table><tr><th>system</th><th>appropriate</th><th>interval</th><th>yes / judgments"
+        "</th><th>outputs</th><th>design effect</th></tr>"
+    )
+    for s in rows:
+        a = s.appropriate
+        out.append(
+            f"<tr><td>{html.escape(s.system)}</td><td class=num>{_pct(a.share)}</td>"
+            f"<td class=num>{_pct(a.low)} – {_pct(a.high)}</td><td class=num>{a.successes} / "
+            f"{a.n}</td><td class=num>{s.n_outputs}</td>"
+            f"<td class=num>{a.design_effect:.2f}</td></tr>"
+        )
+    out.append("</table>")
+    out.append(
+        "<p class='note'>Wilson intervals at the effective sample size: the raters of one "
+        "output are one cluster, so k raters who agree count as fewer than k independent "
+        "judgments (design effect = variance / binomial variance, at least 1).</p>"
+    )
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar(
+        [s.system for s in rows],
+        [s.appropriate.share for s in rows],
+        yerr=[
+            [_below(s.appropriate.low, s.appropriate.share) for s in rows],
+            [_below(s.appropriate.share, s.appropriate.high) for s in rows],
+        ],
+        capsize=5,
+        color="#4f81bd",
+    )
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("judged appropriate")
+    out.append(_img(fig, "Share judged appropriate per system with intervals"))
+    return out
+
+
+def _likert(res: StudyResults) -> list[str]:
+    names = sorted({q for s in res.systems for q in s.likert})
+    if not names:
+        return []
+    out = ["<h2>Scales (mean, bootstrap interval over items)</h2><table><tr><th>system</th>"]
+    out[-1] += "".join(f"<th>{html.escape(n)}</th>" for n in names) + "</tr>"
+    for s in res.systems:
+        cells = []
+        for n in names:
+            m = s.likert.get(n)
+            cells.append(
+                f"<td class=num>{_num(m.mean)} ({_num(m.low)} – {_num(m.high)})</td>"
+                if m
+                else "<td>–</td>"
+            )
+        out.append(f"<tr><td>{html.escape(s.system)}</td>{''.join(cells)}</tr>")
+    out.append("</table>")
+    return out
+
+
+def _preferences(res: StudyResults) -> list[str]:
+    out = ["<h2>Preferences</h2>"]
+    if not res.pairwise:
+        return [*out, "<p>No preference judgments.</p>"]
+    pc = res.preference_counts
+    out.append(
+        f"<p>{pc.get('choice', 0)} choices, {pc.get('tie', 0)} ties, "
+        f"{pc.get('all_bad', 0)} 'all bad' (left out of win rates).</p>"
+    )
+    out.append(
+        "<h3>Pairwise win rates (ties count half)</h3><table><tr><th>system A</th>"
+        "<th>system B</th><th>A wins</th><th>interval</th><th>judgments</th></tr>"
+    )
+    for p in res.pairwise:
+        out.append(
+            f"<tr><td>{html.escape(p.system_a)}</td><td>{html.escape(p.system_b)}</td>"
+            f"<td class=num>{_pct(p.win_rate_a)}</td><td class=num>{_pct(p.low)} – "
+            f"{_pct(p.high)}</td><td class=num>{p.n:g}</td></tr>"
+        )
+    out.append("</table>")
+    bt = res.bradley_terry
+    out.append(
+        "<h3>Bradley–Terry strengths (log scale, mean 0; bootstrap intervals)</h3>"
+        "<table><tr><th>system</th><th>strength</th><th>interval</th></tr>"
+    )
+    for b in bt:
+        out.append(
+            f"<tr><td>{html.escape(b.system)}</td><td class=num>{_num(b.score)}</td>"
+            f"<td class=num>{_num(b.low)} – {_num(b.high)}</td></tr>"
+        )
+    out.append("</table>")
+    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.45 * len(bt)))
+    ys = list(range(len(bt)))[::-1]
+    ax.errorbar(
+        [b.score for b in bt],
+        ys,
+        xerr=[[_below(b.low, b.score) for b in bt], [_below(b.score, b.high) for b in bt]],
+        fmt="o",
+        capsize=4,
+    )
+    ax.set_yticks(ys, [b.system for b in bt])
+    ax.axvline(0, color="#999", lw=0.8)
+    ax.set_xlabel("Bradley–Terry log-strength")
+    out.append(_img(fig, "Bradley-Terry strengths with intervals"))
+    return out
+
+
+def _agreement(res: StudyResults) -> list[str]:
+    out = [
+        "<h2>Agreement (Krippendorff's alpha)</h2><table><tr><th>question</th><th>level</th>"
+        "<th>alpha</th><th>units rated twice or more</th><th>raters</th></tr>"
+    ]
+    for a in res.agreement:
+        out.append(
+            f"<tr><td>{html.escape(a.question)}</td><td>{a.level}</td>"
+            f"<td class=num>{_num(a.alpha, '.3f')}</td><td class=num>{a.n_units}</td>"
+            f"<td class=num>{a.n_raters}</td></tr>"
+        )
+    out.append("</table>")
+    if not res.agreement:
+        out.append("<p>No question with agreement.</p>")
+    return out
+
+
+def _attention(res: StudyResults) -> list[str]:
+    rule = (
+        f"raters failing more than {res.exclude_failing_share:.0%} of their checks are left out "
+        "of every number above"
+        if res.exclude_failing_share is not None
+        else "no rater is excluded (no threshold set)"
+    )
+    out = [
+        "<h2>Attention checks</h2>",
+        f"<p>{res.n_raters_excluded} of {res.n_raters_excluded + res.n_raters_included} raters "
+        f"excluded: {rule}.</p>",
+        "<table><tr><th>rater</th><th>checks done</th><th>failed</th><th>share failed</th>"
+        "<th>excluded</th></tr>",
+    ]
+    for a in res.attention:
+        cls = " class=excluded" if a.excluded else ""
+        out.append(
+            f"<tr{cls}><td>{html.escape(a.display_name)}</td><td class=num>{a.gold_done}</td>"
+            f"<td class=num>{a.gold_failed}</td><td class=num>{_pct(a.failure_share)}</td>"
+            f"<td>{'yes' if a.excluded else 'no'}</td></tr>"
+        )
+    out.append("</table>")
+    return out
+
+
+def _timing(res: StudyResults, seconds: dict[str, list[float]]) -> list[str]:
+    t = res.time_per_item
+    out = [
+        "<h2>Rater timing</h2>",
+        f"<p>Seconds per item (included raters, {t.n} items): median {_num(t.median_s, '.1f')}, "
+        f"mean {_num(t.mean_s, '.1f')}, 90th percentile {_num(t.p90_s, '.1f')}.</p>",
+    ]
+    if not seconds:
+        return out
+    out.append("<table><tr><th>rater</th><th>items</th><th>median s</th><th>fastest s</th></tr>")
+    for name, secs in sorted(seconds.items()):
+        srt = sorted(secs)
+        out.append(
+            f"<tr><td>{html.escape(name)}</td><td class=num>{len(srt)}</td>"
+            f"<td class=num>{srt[len(srt) // 2]:.1f}</td><td class=num>{srt[0]:.1f}</td></tr>"
+        )
+    out.append("</table>")
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    ax.hist([x for v in seconds.values() for x in v], bins=20, color="#9bbb59")
+    ax.set_xlabel("seconds per item")
+    ax.set_ylabel("items")
+    out.append(_img(fig, "Histogram of seconds per item"))
+    return out
+
+
+def _examples(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
+    regular = [it for it in items if not it.is_gold][:N_EXAMPLES]
+    if not regular:
+        return []
+    by_item = defaultdict(list)
+    for o in outputs:
+        by_item[o.item_key].append(o)
+    out = [f"<h2>Example items (the first {len(regular)})</h2>"]
+    for it in regular:
+        original = it.original if isinstance(it.original, str) else " / ".join(it.original or [])
+        out.append(f"<h3>{html.escape(it.key)}</h3><p>{html.escape(it.text)}</p>")
+        out.append("<table><tr><th>system</th><th>fill</th></tr>")
+        if original:
+            out.append(f"<tr><td><i>original</i></td><td>{html.escape(original)}</td></tr>")
+        for o in sorted(by_item[it.key], key=lambda o: o.system):
+            fill = " / ".join(o.fills) if o.fills else o.text
+            out.append(
+                f"<tr><td>{html.escape(o.system)}</td><td><span class=fill>"
+                f"{html.escape(fill)}</span></td></tr>"
+            )
+        out.append("</table>")
+    return out
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _below(lo: float, hi: float) -> float:
+    """Length of an error bar from lo up to hi: 0 when undefined, or when a percentile
+    bootstrap interval does not reach the point estimate (possible with few judgments)."""
+    d = hi - lo
+    return d if d == d and d > 0 else 0.0
+
+
+def _img(fig, alt: str) -> str:  # noqa: ANN001 - a matplotlib Figure
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f"<p><img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'></p>"
+
+
+def _seconds_per_item(s, study: str) -> dict[str, list[float]]:  # noqa: ANN001 - a Session
+    """Seconds from shown to answered of each answered regular item, per rater name."""
+    rows = s.execute(
+        select(Rater.display_name, Rater.id, Assignment.shown_at, Assignment.completed_at)
+        .join(Rater, Rater.id == Assignment.rater_id)
+        .join(Item, Item.id == Assignment.item_id)
+        .join(Study, Study.id == Item.study_id)
+        .where(
+            Study.name == study,
+            Item.is_gold.is_(False),
+            Assignment.completed_at.is_not(None),
+            Assignment.shown_at.is_not(None),
+        )
+    ).all()
+    out: dict[str, list[float]] = defaultdict(list)
+    for name, rid, shown, done in rows:
+        out[f"{name} (#{rid})"].append(max(0.0, (done - shown).total_seconds()))
+    return dict(out)

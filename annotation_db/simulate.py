@@ -1,0 +1,191 @@
+"""Simulated raters driven through the real store and the real assignment.
+
+A check of the statistics where the truth is known: each system has a true mean rate theta of
+outputs being appropriate; each output's own probability q is drawn from a Beta around theta
+(``icc`` = the correlation of two answers about the same output); an attentive rater answers
+yes with probability q, except a share ``noise`` of the time when they answer at random; an
+inattentive rater answers everything at random. So an attentive rater says yes to a system's
+output with probability (1 - noise) theta + noise / 2: the rate a study estimates
+(``true_rates``). Raters arrive one after another, open their invite, ask ``next_item``,
+answer, ``submit`` — exactly what the Rate tab does — until every item has its raters; then
+``results`` computes what a researcher would report.
+
+``python bench/bench_study_simulation.py`` runs many such studies and tabulates how often the
+intervals cover the truth; ``tests/annotation_db/test_adb_simulation.py`` runs a few.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from .gold import make_gold_items
+from .results import StudyResults
+from .schema import Assignment, Item, Output, Rater, Study
+from .stats import wilson_interval
+from .store import AnnotationStore
+from .views import ItemIn, OutputIn
+
+BLANK = "___"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    rates: dict[str, float] = field(
+        default_factory=lambda: {"magnet": 0.62, "five-shot": 0.54, "zero-shot": 0.2}
+    )
+    n_items: int = 20
+    raters_per_item: int = 3
+    icc: float = 0.3  # correlation of two answers about one output (Beta spread of q)
+    noise: float = 0.1  # share of an attentive rater's answers given at random
+    inattentive_share: float = 0.25  # raters who answer everything at random
+    n_gold: int = 4  # attention-check items (every rater gets each once)
+    items_per_rater: int = 10  # assignments a rater takes before leaving (gold included)
+    exclude_failing_share: float | None = 0.25  # raters failing more than this share are dropped
+    questions: tuple[str, ...] = ("appropriate", "preference")
+    n_resamples: int = 200  # bootstrap resamples of the pairwise statistics
+
+
+@dataclass(frozen=True)
+class SimOutcome:
+    study: str
+    config: SimConfig
+    true_rates: dict[str, float]  # what an attentive rater says yes to, per system
+    results: StudyResults
+    inattentive: frozenset[int]  # rater ids
+    excluded: frozenset[int]
+
+    def covered(self, system: str) -> bool:
+        """The reported interval of the system's rate contains its true rate."""
+        a = next(s for s in self.results.systems if s.system == system).appropriate
+        return a.low <= self.true_rates[system] <= a.high
+
+    def covered_naive(self, system: str) -> bool:
+        """Wilson's interval over all judgments as if they were independent contains it."""
+        a = next(s for s in self.results.systems if s.system == system).appropriate
+        w = wilson_interval(a.successes, a.n, self.results.confidence)
+        return w.low <= self.true_rates[system] <= w.high
+
+    def bt_order_correct(self) -> bool:
+        want = sorted(self.true_rates, key=self.true_rates.get, reverse=True)
+        return [b.system for b in self.results.bradley_terry] == want
+
+    def alpha(self, question: str = "appropriate") -> float | None:
+        return next(a.alpha for a in self.results.agreement if a.question == question)
+
+
+def _beta(rng: random.Random, mean: float, icc: float) -> float:
+    if icc <= 0:
+        return mean
+    a, b = mean * (1 - icc) / icc, (1 - mean) * (1 - icc) / icc
+    return rng.betavariate(a, b)
+
+
+def simulate_study(
+    store: AnnotationStore, name: str, config: SimConfig, seed: int = 0
+) -> SimOutcome:
+    """Create one simulated study in ``store``, rate it to completion, return its results."""
+    rng = random.Random(seed)
+    c = config
+    passages = [
+        ItemIn(f"s{i}", f"Passage {i} before {BLANK} after.", [f"span{i}"], source=f"doc{i}")
+        for i in range(c.n_items + c.n_gold)
+    ]
+    items, spare = passages[: c.n_items], passages[c.n_items :]  # checks: passages not rated
+    q: dict[tuple[str, str], float] = {}
+    outputs = []
+    for it in items:
+        for system, theta in c.rates.items():
+            q[(it.key, system)] = _beta(rng, theta, c.icc)
+            outputs.append(OutputIn(it.key, system, f"Passage with {system} fill.", ["fill"]))
+    gold_items, gold_outputs = make_gold_items(
+        spare, c.n_gold, blank=BLANK, seed=seed, n_outputs=len(c.rates), donors=items
+    )
+    store.create_study(
+        name,
+        items + gold_items,
+        outputs + gold_outputs,
+        questions=list(c.questions),
+        raters_per_item=c.raters_per_item,
+    )
+    # The simulator is the one place that may look behind the labels (admin side).
+    q_of_output = _output_probabilities(store, name, q)
+    order_of = _assignment_orders(store)
+
+    needed = c.n_items * c.raters_per_item
+    done = 0
+    inattentive: set[int] = set()
+    n_raters = 0
+    while done < needed:
+        n_raters += 1
+        careless = rng.random() < c.inattentive_share
+        inv = store.invite(name, f"sim-{n_raters}")
+        # The store draws each rater's order seed from `secrets`; fixing it from the
+        # simulation's seed makes a simulated study repeatable (the assignment is unchanged).
+        order_seed = rng.getrandbits(62)
+        store.db.write(lambda s, rid=inv.rater_id, v=order_seed: _set_seed(s, rid, v))
+        if careless:
+            inattentive.add(inv.rater_id)
+        for _ in range(c.items_per_rater):
+            item = store.next_item(inv.token)
+            if item is None:
+                break
+            probs = [q_of_output[oid] for oid in order_of(item.assignment_id)]
+            answers, pref = _answer(rng, probs, careless, c.noise)
+            labels = [o.label for o in item.outputs]
+            store.submit(
+                inv.token,
+                item.assignment_id,
+                {lab: {"appropriate": a} for lab, a in zip(labels, answers, strict=True)},
+                preference=labels[pref] if "preference" in c.questions else None,
+            )
+        done = store.progress(name).judgments_done
+    res = store.results(
+        name, exclude_failing_share=c.exclude_failing_share, n_resamples=c.n_resamples, seed=seed
+    )
+    excluded = frozenset(a.rater_id for a in res.attention if a.excluded)
+    true_rates = {s: (1 - c.noise) * t + c.noise / 2 for s, t in c.rates.items()}
+    return SimOutcome(name, c, true_rates, res, frozenset(inattentive), excluded)
+
+
+def _answer(
+    rng: random.Random, probs: list[float], careless: bool, noise: float
+) -> tuple[list[bool], int]:
+    """Yes/no per output and the index of the preferred output."""
+    if careless:
+        return [rng.random() < 0.5 for _ in probs], rng.randrange(len(probs))
+    answers = [rng.random() < 0.5 if rng.random() < noise else rng.random() < p for p in probs]
+    if rng.random() < noise:
+        return answers, rng.randrange(len(probs))
+    # the best output: one of those they judged appropriate, picked at random
+    best = max(range(len(probs)), key=lambda i: (answers[i], rng.random()))
+    return answers, best
+
+
+def _output_probabilities(
+    store: AnnotationStore, name: str, q: dict[tuple[str, str], float]
+) -> dict[int, float]:
+    def fn(s) -> dict[int, float]:  # noqa: ANN001 - a Session
+        rows = s.execute(
+            select(Output.id, Output.system, Output.gold_role, Item.key)
+            .join(Item)
+            .join(Study)
+            .where(Study.name == name)
+        ).all()
+        gold = {"original": 1.0, "corrupted": 0.0}
+        return {oid: gold[role] if role else q[(key, system)] for oid, system, role, key in rows}
+
+    return store.db.read(fn)
+
+
+def _set_seed(s, rater_id: int, seed: int) -> None:  # noqa: ANN001 - a Session
+    s.get(Rater, rater_id).seed = seed
+
+
+def _assignment_orders(store: AnnotationStore):  # noqa: ANN202 - a lookup function
+    def order_of(assignment_id: int) -> list[int]:
+        return store.db.read(lambda s: list(s.get(Assignment, assignment_id).output_order))
+
+    return order_of

@@ -1,0 +1,111 @@
+"""Admin: the paper-protocol preset, resumable output generation, the planner, the report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from app_fixtures import make_app
+from tiny_models import tiny_engine
+
+from app import studies
+from magnet_model.errors import MagnetError
+from magnet_model.passages import SENTENCE_SPAN_TOKENS
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine()
+
+
+VERBS = ("sat", "ran", "flew", "swam")
+
+
+def _items_file(tmp_path: Path, n: int) -> str:
+    path = tmp_path / "items.jsonl"
+    rows = [
+        {"key": f"k{i}", "text": f"the cat [blank] on the mat {i} .", "original": [VERBS[i % 4]]}
+        for i in range(n)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return str(path)
+
+
+def test_paper_preset_fills_the_form(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    kind, n, systems, questions, raters, gold, span, instructions = app.admin_preset(True)
+    assert (kind, n, raters) == ("sentence", 100, 3)
+    assert systems == ["magnet", "zero-shot", "five-shot"] and questions == ["appropriate"]
+    assert gold > 0 and span == SENTENCE_SPAN_TOKENS >= 48
+    assert "contextually appropriate" in instructions
+    assert "contextually appropriate" in studies.PAPER_QUESTION
+    with pytest.raises(gr.Error):
+        app.admin_preset(False)
+
+
+def test_sentence_study_from_held_out_passages(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    msg, _ = app.admin_create(
+        True, "paper", None, 3, ["magnet", "five-shot"], ["appropriate"], 3, 2, "", 4, "sentence"
+    )
+    assert msg.startswith("Created study 'paper': 3 items (2 attention checks)")
+    items, outputs = app.store.items("paper")
+    regular = [i for i in items if not i.is_gold]
+    assert all(i.text.count("[blank]") == 1 and i.source.startswith("wikipedia:") for i in regular)
+    assert all(len(i.original[0].split()) >= 5 and i.original[0][-1] in ".!?" for i in regular)
+    made = [o for o in outputs if not o.gold_role]
+    assert len(made) == 6 and all(o.decoding["max_span_tokens"] == 4 for o in made)
+    assert app.store.study("paper").raters_per_item == 3
+
+
+def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
+    upload = _items_file(tmp_path, 5)  # 4 rated, 1 left for the attention check
+    app = make_app(tmp_path, engine)
+    calls = []
+    real = engine.compare_infill
+
+    def dies_on_third_item(text, systems, **kw):
+        calls.append((text, list(systems)))
+        if len(calls) == 3:
+            raise MagnetError("the process was stopped")
+        return real(text, systems, **kw)
+
+    monkeypatch.setattr(engine, "compare_infill", dies_on_third_item)
+    args = (["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3)
+    with pytest.raises(gr.Error, match="stopped"):
+        app.admin_create(True, "long", upload, 4, *args)
+    assert "long" in app.admin_unfinished(True)
+    assert [s.name for s in app.store.list_studies()] == []  # no half-made study
+
+    restarted = make_app(tmp_path, engine)  # same database, a new process
+    calls.clear()
+    msg, _ = restarted.admin_create(True, "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+    assert "Resumed: 4 outputs" in msg and "4 items (1 attention checks)" in msg
+    assert [c[1] for c in calls] == [["magnet", "zero-shot"]] * 2  # only the missing items
+    info = restarted.store.study("long")
+    assert info.raters_per_item == 2 and info.instructions == "Be kind"  # settings kept
+    assert restarted.admin_unfinished(True) == ""
+
+
+def test_planner_in_the_form(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    text = app.admin_plan(0.62, 0.54, 3, 0.3)
+    assert "318 items x 3 raters" in text and "80% power" in text
+    assert "This form's 100 items: power 35%" in app.admin_plan(0.62, 0.54, 3, 0.3, 100)
+    assert "between 0 and 1" in app.admin_plan(0.62, 1.5, 3, 0.3)
+
+
+def test_report_download(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    app.admin_create(True, "rep-1", _items_file(tmp_path, 2), 2, ["magnet"], ["appropriate"],
+                     1, 0, "", 3)  # fmt: skip
+    link = app.admin_report(True, "rep-1", -1)
+    assert "Download rep-1.html" in link and "works once" in link
+    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
+    page = app.downloads.take(ticket).read_text(encoding="utf-8")
+    assert "Study report: rep-1" in page and "Example items" in page
+    with pytest.raises(gr.Error, match="no study"):
+        app.admin_report(True, "nope", -1)
