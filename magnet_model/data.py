@@ -6,20 +6,25 @@
   description, split into train and held-out so that nothing held out (theirs or the
   Wikipedia split's) is trained on, not even a long run of its words.
 - Lee background news corpus, STS-B with gold scores, CoNLL-2003.
+
+    python -m magnet_model.data vital-pairs pairs.jsonl   # (text, paraphrase) for train --corpus
 """
 
 from __future__ import annotations
 
+import argparse
 import bz2
 import csv
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from . import assets
+from .errors import MagnetError
 
 HELDOUT_SHARE = 0.2  # share of Wikipedia articles kept out of training (by article)
 MIN_ARTICLE_CHARS = 1000  # below this a page is a redirect or a stub
@@ -262,3 +267,30 @@ def load_conll2003(split: str = "train") -> list[ConllSentence]:
                 rows.append(parts)
     flush()
     return sentences
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m magnet_model.data", description="Export default data as training files."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser(
+        "vital-pairs", help="vital-article pairs as JSONL: text (extract), paraphrase (query)"
+    )
+    v.add_argument("output", help="JSONL file to write")
+    v.add_argument("--split", choices=("train", "heldout", "all"), default="train")
+    args = p.parse_args(argv)
+    try:
+        n = write_vital_pairs(args.output, args.split)
+    except MagnetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: cannot write {args.output} ({e.strerror}).", file=sys.stderr)
+        return 2
+    print(f"wrote {n} {args.split} vital-article rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -112,8 +112,9 @@ def test_vital_articles_never_train_on_heldout_text():
     assert data.vital_articles("heldout") == heldout
 
 
-def test_vital_pairs_export_for_the_trainer(tmp_path):
-    n = data.write_vital_pairs(tmp_path / "pairs.jsonl", "heldout")
+def test_vital_pairs_export_for_the_trainer(tmp_path, capsys):
+    assert data.main(["vital-pairs", str(tmp_path / "pairs.jsonl"), "--split", "heldout"]) == 0
+    n = int(capsys.readouterr().err.split()[1])
     rows = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert n == len(rows) == len(data.vital_articles("heldout"))
     first = data.vital_articles("heldout")[0]
@@ -122,3 +123,9 @@ def test_vital_pairs_export_for_the_trainer(tmp_path):
         "title": first.title,
         "paraphrase": f"{first.title}: {first.description}",
     }
+
+
+def test_vital_pairs_export_to_a_bad_path_is_one_sentence(tmp_path, capsys):
+    assert data.main(["vital-pairs", str(tmp_path / "no" / "such" / "dir.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write") and "Traceback" not in err
