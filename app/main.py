@@ -142,10 +142,10 @@ def _continue_tab(app: MagnetApp) -> None:
 
 def _search_tab(app: MagnetApp) -> None:
     gr.Markdown(
-        "Search a corpus with four encoders. The default corpus is a set of held-out Wikipedia "
-        "passages; upload a .txt (one passage per line), .csv (a `text` column) or .jsonl "
-        "(a `text` field) to search your own. Corpus vectors are computed once per model and "
-        "corpus, then cached on disk."
+        "Search a corpus with four encoders. The default corpus is held-out Wikipedia text "
+        "(vital-article extracts and passages, never trained on); upload a .txt (one passage "
+        "per line), .csv (a `text` column) or .jsonl (a `text` field) to search your own. "
+        "Corpus vectors are computed once per model and corpus, then cached on disk."
     )
     with gr.Row():
         query = gr.Textbox(label="Query", max_length=app.settings.max_input_chars, scale=3)
