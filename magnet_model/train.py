@@ -52,7 +52,7 @@ STATE_FILE = "trainer_state.pt"
 RESUME_KEYS = (
     "objectives", "stage2_objectives", "attention", "stage1_steps", "stage2_steps", "batch_size",
     "grad_accum", "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
-    "lora_targets", "corpus", "sscl_positives",
+    "lora_targets", "corpus", "vital_extracts", "sscl_positives",
 )  # fmt: skip
 SSCL_POSITIVES = ("dropout", "description")
 
@@ -61,6 +61,7 @@ SSCL_POSITIVES = ("dropout", "description")
 class TrainConfig:
     output: str
     corpus: list[str] = field(default_factory=list)  # text/JSONL files; empty = default_rows()
+    vital_extracts: bool = True  # the default corpus adds the vital-article training extracts
     sscl_positives: str = "dropout"  # default corpus: x itself, or vital title: description
     text_column: str = "text"
     paraphrase_column: str = "paraphrase"
@@ -134,6 +135,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"--attention must be one of {', '.join(MODES)}.")
     if cfg.sscl_positives not in SSCL_POSITIVES:
         raise ConfigError(f"--sscl-positives must be one of {', '.join(SSCL_POSITIVES)}.")
+    if cfg.sscl_positives != "dropout" and not cfg.vital_extracts:
+        raise ConfigError("--sscl-positives description needs the vital-article extracts.")
     if cfg.corpus and cfg.sscl_positives != "dropout":
         raise ConfigError(
             "--sscl-positives description applies to the default corpus; a --corpus file gives "
@@ -211,17 +214,18 @@ def _read_rows(path: Path, cfg: TrainConfig) -> list[tuple[str, str | None]]:
     return rows
 
 
-def default_rows(positives: str = "dropout") -> list[tuple[str, str | None]]:
+def default_rows(positives: str = "dropout", vital: bool = True) -> list[tuple[str, str | None]]:
     """The default corpus: the Wikipedia training split's paragraphs and the vital-article
     training extracts (data.py keeps both clear of held-out text). With positives
     'description' each extract is paired with "title: description", the asymmetric
     query -> document pair text-embedding models train on; MNTP and MSG still see the extract.
+    vital False: the Wikipedia paragraphs alone (the default corpus of earlier adapters).
     """
     from .data import vital_articles, wikipedia_paragraphs
 
     pair = positives == "description"
     rows: list[tuple[str, str | None]] = [(p, None) for p in wikipedia_paragraphs("train")]
-    for a in vital_articles("train"):
+    for a in vital_articles("train") if vital else []:
         rows.append((a.extract, a.query if pair and a.description else None))
     return rows
 
@@ -235,7 +239,7 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
     if cfg.corpus:
         rows = [r for p in cfg.corpus for r in _read_rows(Path(p), cfg)]
     else:
-        rows = default_rows(cfg.sscl_positives)
+        rows = default_rows(cfg.sscl_positives, cfg.vital_extracts)
     rows = [(t, p) for t, p in rows if t]
 
     def encode(texts: list[str]) -> list[list[int]]:
@@ -639,6 +643,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="text/JSONL files; none = the Wikipedia training split + the vital-article "
         "training extracts",
+    )
+    g.add_argument(
+        "--no-vital-extracts",
+        dest="vital_extracts",
+        action="store_false",
+        help="default corpus: the Wikipedia training split alone (as before the vital extracts)",
     )
     g.add_argument(
         "--sscl-positives",

@@ -245,6 +245,8 @@ def test_default_corpus_adds_vital_extracts_and_description_positives(base_dir, 
     paired = load_corpus(TrainConfig(output="x", max_length=24, sscl_positives="description"), tok)
     assert Example(ids(vital[0].extract), ids(vital[0].query)) in paired
     assert len(paired) < len(plain)  # paired extracts are cut, not chunked
+    wiki = load_corpus(TrainConfig(output="x", max_length=24, vital_extracts=False), tok)
+    assert ids(vital[0].extract) not in {e.ids for e in wiki} and len(wiki) < len(paired)
 
 
 def test_description_positives_reach_the_sscl_batch(base_dir, tmp_path, monkeypatch):
