@@ -334,7 +334,7 @@ class MagnetApp:
     # ---------------------------------------------------------------- Search tab
 
     def corpus(self, upload: str | None) -> search.Corpus:
-        """The uploaded corpus if any, else the built-in held-out Wikipedia passages."""
+        """The uploaded corpus if any, else the built-in held-out Wikipedia text."""
         if not upload:
             return _default_corpus()
         path = Path(upload)

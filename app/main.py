@@ -175,12 +175,13 @@ def _continue_tab(app: MagnetApp) -> None:
 
 def _search_tab(app: MagnetApp) -> None:
     gr.Markdown(
-        "Search a corpus with four encoders. The default corpus is a set of held-out Wikipedia "
-        "passages; upload a .txt (one passage per line), .csv (a `text` column) or .jsonl "
-        "(a `text` field) to search your own. Corpus vectors are computed once per model and "
-        "corpus, then cached on disk. Scores are cosine similarities between the query's "
-        "vector and each passage's vector (1: same direction). Each model spreads its scores "
-        "differently, so compare the ranks across models, not the scores."
+        "Search a corpus with four encoders. The default corpus is held-out Wikipedia text "
+        "(vital-article extracts and passages, never trained on); upload a .txt (one passage "
+        "per line), .csv (a `text` column) or .jsonl (a `text` field) to search your own. "
+        "Corpus vectors are computed once per model and corpus, then cached on disk. Scores "
+        "are cosine similarities between the query's vector and each passage's vector (1: "
+        "same direction). Each model spreads its scores differently, so compare the ranks "
+        "across models, not the scores."
     )
     with gr.Row():
         query = gr.Textbox(label="Query", scale=3)

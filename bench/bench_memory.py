@@ -96,7 +96,7 @@ def child(mode: str, quick: bool) -> dict:
     demo = build_demo(app)
     stages["gradio app"] = rss_bytes()
     app.infill(INFILL, max_span=4 if quick else 16)
-    passages = search.default_corpus(16).passages
+    passages = search.default_corpus(16, 0).passages
     engine.embed_sentences(list(passages), adapter="magnet", batch_size=16)
     stages["requests"] = rss_bytes()
     del demo

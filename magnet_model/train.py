@@ -52,14 +52,17 @@ STATE_FILE = "trainer_state.pt"
 RESUME_KEYS = (
     "objectives", "stage2_objectives", "attention", "stage1_steps", "stage2_steps", "batch_size",
     "grad_accum", "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
-    "lora_targets", "corpus",
+    "lora_targets", "corpus", "vital_extracts", "sscl_positives",
 )  # fmt: skip
+SSCL_POSITIVES = ("dropout", "description")
 
 
 @dataclass
 class TrainConfig:
     output: str
-    corpus: list[str] = field(default_factory=list)  # text/JSONL files; empty = Wikipedia train
+    corpus: list[str] = field(default_factory=list)  # text/JSONL files; empty = default_rows()
+    vital_extracts: bool = True  # the default corpus adds the vital-article training extracts
+    sscl_positives: str = "dropout"  # default corpus: x itself, or vital title: description
     text_column: str = "text"
     paraphrase_column: str = "paraphrase"
     max_length: int = 128  # tokens per training text
@@ -135,6 +138,16 @@ def validate(cfg: TrainConfig) -> None:
     """Refuse flag combinations that would train nothing or train the wrong thing."""
     if cfg.attention not in MODES:
         raise ConfigError(f"--attention must be one of {', '.join(MODES)}.")
+    if cfg.sscl_positives not in SSCL_POSITIVES:
+        raise ConfigError(f"--sscl-positives must be one of {', '.join(SSCL_POSITIVES)}.")
+    if cfg.sscl_positives != "dropout" and not cfg.vital_extracts:
+        raise ConfigError("--sscl-positives description needs the vital-article extracts.")
+    if cfg.corpus and cfg.sscl_positives != "dropout":
+        raise ConfigError(
+            "--sscl-positives description applies to the default corpus; a --corpus file gives "
+            "its positives in the paraphrase column (`python -m magnet_model.data vital-pairs "
+            "FILE` writes the vital-article pairs)."
+        )
     if cfg.pooling not in POOLINGS:
         raise ConfigError(f"--pooling must be one of {', '.join(POOLINGS)}.")
     if "msg" in cfg.objectives and cfg.attention == "bidirectional":
@@ -210,8 +223,24 @@ def _read_rows(path: Path, cfg: TrainConfig) -> list[tuple[str, str | None]]:
     return rows
 
 
+def default_rows(positives: str = "dropout", vital: bool = True) -> list[tuple[str, str | None]]:
+    """The default corpus: the Wikipedia training split's paragraphs and the vital-article
+    training extracts (data.py keeps both clear of held-out text). With positives
+    'description' each extract is paired with "title: description", the asymmetric
+    query -> document pair text-embedding models train on; MNTP and MSG still see the extract.
+    vital False: the Wikipedia paragraphs alone (the default corpus of earlier adapters).
+    """
+    from .data import vital_articles, wikipedia_paragraphs
+
+    pair = positives == "description"
+    rows: list[tuple[str, str | None]] = [(p, None) for p in wikipedia_paragraphs("train")]
+    for a in vital_articles("train") if vital else []:
+        rows.append((a.extract, a.query if pair and a.description else None))
+    return rows
+
+
 def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
-    """Files (text: one text per line; JSONL: text + optional paraphrase) or Wikipedia train.
+    """Files (text: one text per line; JSONL: text + optional paraphrase) or default_rows().
 
     Texts without a paraphrase are chunked to --max-length tokens; pairs are truncated (a
     chunk of a text is not a paraphrase of the matching chunk of the other).
@@ -219,9 +248,7 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
     if cfg.corpus:
         rows = [r for p in cfg.corpus for r in _read_rows(Path(p), cfg)]
     else:
-        from .data import wikipedia_paragraphs
-
-        rows = [(p, None) for p in wikipedia_paragraphs("train")]
+        rows = default_rows(cfg.sscl_positives, cfg.vital_extracts)
     rows = [(t, p) for t, p in rows if t]
 
     def encode(texts: list[str]) -> list[list[int]]:
@@ -238,7 +265,7 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
             examples.extend(Example(tuple(c)) for c in chunk(ids, cfg.max_length))
     examples = [e for e in examples if len(e.ids) >= MIN_TOKENS]
     if not examples:
-        where = ", ".join(cfg.corpus) or "the Wikipedia training split"
+        where = ", ".join(cfg.corpus) or "the default corpus"
         raise ConfigError(f"The corpus ({where}) holds no text of {MIN_TOKENS}+ tokens.")
     return examples
 
@@ -667,7 +694,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus",
         nargs="*",
         default=[],
-        help="text/JSONL files; none = the Wikipedia training split",
+        help="text/JSONL files; none = the Wikipedia training split + the vital-article "
+        "training extracts",
+    )
+    g.add_argument(
+        "--no-vital-extracts",
+        dest="vital_extracts",
+        action="store_false",
+        help="default corpus: the Wikipedia training split alone (as before the vital extracts)",
+    )
+    g.add_argument(
+        "--sscl-positives",
+        choices=SSCL_POSITIVES,
+        default=d.sscl_positives,
+        help="SSCL positive of the default corpus: dropout (x itself, SimCSE noise) or "
+        "description (a vital extract's 'title: description'; such extracts are cut to "
+        "--max-length instead of chunked)",
     )
     g.add_argument("--text-column", default=d.text_column, help="JSONL field of the text")
     g.add_argument(

@@ -154,3 +154,21 @@ def test_minilm_encoder_finds_the_paraphrase():
     hits = search.top_k(enc.encode(["The kitten is resting on the carpet."])[0], vecs, corpus, 2)
     assert hits[0].index == 0 and hits[0].score > hits[1].score
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+
+
+def test_default_corpus_is_held_out_vital_extracts_and_wikipedia_passages():
+    from magnet_model.data import vital_articles, wikipedia_paragraphs
+
+    corpus = search.default_corpus()
+    cut = lambda texts: {search.cut_passage(t) for t in texts}  # noqa: E731
+    title_of = {search.cut_passage(a.extract): a.title for a in vital_articles("heldout")}
+    held, trained = set(title_of), cut(a.extract for a in vital_articles("train"))
+    extracts = [p for p in corpus.passages if p in held]
+    passages = [p for p in corpus.passages if p in cut(wikipedia_paragraphs("heldout"))]
+    assert len(extracts) == search.DEFAULT_EXTRACTS and len(passages) == search.DEFAULT_PASSAGES
+    assert len(corpus) == len(extracts) + len(passages) and not trained & set(corpus.passages)
+    assert all(len(p) <= search.DEFAULT_PASSAGE_CHARS for p in corpus.passages)
+    titles = [title_of[p] for p in extracts]
+    assert titles == sorted(titles) and titles[0] < "C" and titles[-1] > "S"  # spread evenly
+    assert search.default_corpus().fingerprint == corpus.fingerprint
+    assert f"{len(extracts)} vital-article extracts" in corpus.name

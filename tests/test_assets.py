@@ -15,6 +15,7 @@ from magnet_model.errors import AssetMissingError
         assets.minilm_dir,
         assets.wikipedia_bz2,
         assets.lee_background,
+        assets.vital_articles_json,
         lambda: assets.sts_b("test"),
         lambda: assets.conll2003("train"),
     ],

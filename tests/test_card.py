@@ -59,3 +59,11 @@ def test_card_and_plots(trained):
 def test_card_needs_a_trained_adapter(tmp_path):
     with pytest.raises(ModelLoadError):
         render_card(tmp_path, "cmd", "hw", make_tiny_tokenizer())
+
+
+def test_a_run_recorded_before_the_vital_extracts_replays_the_wikipedia_corpus_alone():
+    old = train_config({"output": "x", "corpus": []})  # what earlier trainers recorded
+    new = train_config({"output": "x", "corpus": [], "vital_extracts": True})
+    assert not old.vital_extracts and new.vital_extracts
+    tok = make_tiny_tokenizer()
+    assert len(load_corpus(old, tok)) < len(load_corpus(new, tok))

@@ -1,5 +1,8 @@
 """The default datasets parse into what the paper's protocols need."""
 
+import json
+import random
+
 from magnet_model import data
 
 
@@ -49,3 +52,80 @@ def test_conll2003_columns_line_up():
     assert first.chunk[:2] == ("B-NP", "B-VP")
     assert first.ner[:3] == ("B-ORG", "O", "B-MISC")
     assert all(len(s.words) == len(s.pos) == len(s.chunk) == len(s.ner) for s in sentences)
+
+
+def _vital(title: str, extract: str, description: str = "a thing") -> data.VitalArticle:
+    return data.VitalArticle(title, extract, description, "topic")
+
+
+HELD_PASSAGE = "The quick brown fox jumps over the lazy dog near the old mill by the river."
+FOX = "A fox is a small canid of the genus Vulpes with a bushy tail."
+ARTICLES = [
+    _vital("Fox", FOX),  # a title held out by the other (Wikipedia) split
+    # eight consecutive words of the held-out passage, in other case and punctuation
+    _vital("Copy", "Legend says: the QUICK brown fox, jumps over the lazy dog, often."),
+    # seven of them only: no long run shared, it may train
+    _vital("Near", "Legend says the quick brown fox jumps over the cat."),
+    # nine consecutive words of the held-out extract "Fox"
+    _vital("Echo", "Some say that a fox is a small canid of the genus Vulpes indeed."),
+    # held out by title, but its text was already trained on elsewhere
+    _vital("Seen", "Bears sleep through the long cold winter in dens under snow."),
+    *[_vital(f"Filler {i}", f"Filler article number {i} says little.") for i in range(20)],
+]
+TRAINED = ["In the north, bears sleep through the long cold winter in dens under snow."]
+
+
+def test_split_vital_keeps_heldout_titles_and_long_shared_runs_out_of_training():
+    train, heldout = data.split_vital(ARTICLES, ["fox", "Seen"], [HELD_PASSAGE], TRAINED, 0.1)
+    train_titles, held_titles = {a.title for a in train}, {a.title for a in heldout}
+    assert "Fox" in held_titles and "Fox" not in train_titles  # title match ignores case
+    assert "Copy" not in train_titles  # shares 8 words with a held-out Wikipedia passage
+    assert "Echo" not in train_titles  # shares 9 words with a held-out extract
+    assert "Near" in train_titles | held_titles  # 7 shared words are not a long run
+    assert "Seen" not in held_titles | train_titles  # held-out side stays unseen: dropped
+    assert not train_titles & held_titles
+    assert 2 <= len(held_titles) <= 1 + round(len(ARTICLES) * 0.1)
+    assert [a.title for a in train] == sorted(train_titles)
+
+
+def test_split_vital_is_deterministic():
+    first = data.split_vital(ARTICLES, ["Fox"], [HELD_PASSAGE], TRAINED, 0.2)
+    shuffled = random.Random(1).sample(ARTICLES, len(ARTICLES))
+    assert data.split_vital(shuffled, ["Fox"], [HELD_PASSAGE], TRAINED, 0.2) == first
+
+
+def test_vital_articles_never_train_on_heldout_text():
+    train, heldout = data.vital_articles("train"), data.vital_articles("heldout")
+    everything = data.vital_articles("all")
+    assert len(everything) > 10_000 and len(train) > 8_000 and 800 < len(heldout) < 1_200
+    wiki_heldout = data.wikipedia_articles("heldout")
+    wiki_titles = {a.title.casefold() for a in wiki_heldout}
+    train_titles = {a.title.casefold() for a in train}
+    assert wiki_titles & {a.title.casefold() for a in everything}  # the rule has work to do
+    assert not wiki_titles & train_titles
+    assert not train_titles & {a.title.casefold() for a in heldout}
+    unseen = set().union(*(data.word_ngrams(t) for t in [a.text for a in wiki_heldout]))
+    unseen |= set().union(*(data.word_ngrams(a.extract) for a in heldout))
+    assert not any(data.word_ngrams(a.extract) & unseen for a in train)
+    assert all(a.extract and a.title for a in everything)
+    data._vital_split.cache_clear()
+    assert data.vital_articles("heldout") == heldout
+
+
+def test_vital_pairs_export_for_the_trainer(tmp_path, capsys):
+    assert data.main(["vital-pairs", str(tmp_path / "pairs.jsonl"), "--split", "heldout"]) == 0
+    n = int(capsys.readouterr().err.split()[1])
+    rows = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
+    assert n == len(rows) == len(data.vital_articles("heldout"))
+    first = data.vital_articles("heldout")[0]
+    assert rows[0] == {
+        "text": first.extract,
+        "title": first.title,
+        "paraphrase": f"{first.title}: {first.description}",
+    }
+
+
+def test_vital_pairs_export_to_a_bad_path_is_one_sentence(tmp_path, capsys):
+    assert data.main(["vital-pairs", str(tmp_path / "no" / "such" / "dir.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write") and "Traceback" not in err

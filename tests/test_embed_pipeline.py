@@ -10,6 +10,7 @@ import torch
 from tiny_models import tiny_engine
 
 from magnet_model.engine import _pack_rows, _RowLora
+from magnet_model.errors import InputError
 from magnet_model.masks import additive, allowed_mask, position_ids_for
 
 SENTENCES = [
@@ -32,10 +33,11 @@ def engine():
     return tiny_engine()
 
 
-def plain_vectors(engine, texts, adapter) -> np.ndarray:
+def plain_vectors(engine, texts, adapter, pooling=None) -> np.ndarray:
     """The computation before packing: each sentence alone in its row, tokenised alone."""
     name = engine.resolve_adapter(adapter)
     plan = engine._sentence_plan(name)
+    pooling = pooling or plan.pooling
     tok = engine.tokenizer
     rows = []
     for t in texts:
@@ -51,7 +53,7 @@ def plain_vectors(engine, texts, adapter) -> np.ndarray:
         h = engine._inner(
             input_ids=ids, attention_mask=mask, position_ids=position_ids_for(real)
         ).last_hidden_state
-    if plan.pooling == "last":
+    if pooling == "last":
         v = h[torch.arange(len(rows)), real.sum(1) - 1]
     else:
         cols = torch.arange(width)[None, :]
@@ -71,6 +73,20 @@ def test_packed_pipeline_equals_one_sentence_per_row(engine, adapter, batch_size
     plan = engine._sentence_plan(engine.resolve_adapter(adapter))
     lengths = [len(r) for r, _ in engine._sentence_rows(SENTENCES, plan)]
     assert any(len(row) > 1 for batch in _pack_rows(lengths, batch_size) for row in batch)
+
+
+@pytest.mark.parametrize(("adapter", "pooling"), [("magnet", "mean"), ("llm2vec", "last")])
+def test_pooling_override_pools_the_same_hidden_states_the_other_way(engine, adapter, pooling):
+    got = engine.embed_sentences(SENTENCES, adapter=adapter, batch_size=3, pooling=pooling)
+    np.testing.assert_allclose(got, plain_vectors(engine, SENTENCES, adapter, pooling), atol=2e-5)
+    assert not np.allclose(got, engine.embed_sentences(SENTENCES, adapter=adapter), atol=1e-3)
+    same = engine._sentence_plan(adapter).pooling
+    np.testing.assert_array_equal(
+        engine.embed_sentences(SENTENCES, adapter=adapter, pooling=same),
+        engine.embed_sentences(SENTENCES, adapter=adapter),
+    )
+    with pytest.raises(InputError, match="Pooling must be one of last, mean"):
+        engine.embed_sentences(SENTENCES, adapter=adapter, pooling="max")
 
 
 def test_sentence_rows_match_tokenising_one_by_one(engine):

@@ -27,7 +27,7 @@ def parse(argv: list[str]) -> ev.EvalConfig:
 def tiny_run(tmp_path_factory):
     """One run for the module; one torch thread (module fixtures start before conftest's)."""
     out = tmp_path_factory.mktemp("eval")
-    argv = ["--quick", "--systems", "base,llm2vec,magnet,ghost", "--output", str(out)]
+    argv = ["--quick", "--systems", "base,llm2vec,magnet,ghost,magnet@mean", "--output", str(out)]
     argv += ["--n-sts", "40", "--n-probe-train", "12", "--n-probe-test", "6", "--no-progress"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -44,8 +44,10 @@ def test_every_task_and_system_is_reported(tiny_run):
     assert list(report["tasks"]) == list(ev.TASKS)
     assert report["quick"] and report["sizes"]["n_sts"] == 40
     assert report["sizes"]["n_passages"] == ev.QUICK.n_passages
-    for task in report["tasks"].values():
-        assert set(task["systems"]) == {"base", "llm2vec", "magnet", "ghost"}
+    for name, task in report["tasks"].items():
+        assert set(task["systems"]) == {"base", "llm2vec", "magnet", "ghost", "magnet@mean"}
+        variant = task["systems"]["magnet@mean"]
+        assert ("n/a" in variant) == (name not in ev.SENTENCE_TASKS)
         assert "not loaded" in task["systems"]["ghost"]["n/a"]
         assert task["seconds"] >= 0 and task["sizes"]
     assert report["systems"]["ghost"] == {
@@ -90,6 +92,16 @@ def test_other_tasks_per_system(tiny_run):
     }
     assert all(-100 <= t["sts"]["systems"][s]["spearman"] <= 100 for s in pooling)
     assert t["sts"]["sizes"]["pairs"] == 40
+    for task in ev.SENTENCE_TASKS:
+        assert t[task]["systems"]["magnet@mean"]["pooling"] == "mean, bidirectional, instruction"
+    assert (
+        t["sts"]["systems"]["magnet@mean"]["spearman"] != t["sts"]["systems"]["magnet"]["spearman"]
+    )
+    docs, queries = t["retrieval"]["sizes"]["documents"], t["retrieval"]["sizes"]["queries"]
+    assert docs == ev.QUICK.n_retrieval and 0.5 * docs < queries <= docs
+    for r in t["retrieval"]["systems"].values():
+        if "n/a" not in r:
+            assert 0 <= r["recall_at_1"] <= r["mrr"] <= 1 and r["mrr"] >= 1 / docs
     pos = t["probe"]["systems"]["magnet"]["pos"]
     assert 0 <= pos["accuracy"] <= 1 and pos["train_words"] > pos["test_words"] > 0
     assert t["probe"]["systems"]["base"]["ner"]["f1"] is not None
@@ -113,13 +125,20 @@ def test_other_tasks_per_system(tiny_run):
 def test_markdown_shows_the_json_side_by_side(tiny_run):
     report, md = tiny_run
     header = md.splitlines()[0]
-    assert header == "| task | metric | base | llm2vec | magnet | ghost | target | met? |"
+    assert header == (
+        "| task | metric | base | llm2vec | magnet | ghost | magnet@mean | target | met? |"
+    )
     sts = next(line for line in md.splitlines() if "Spearman" in line).split(" | ")
     spearman = report["tasks"]["sts"]["systems"]
     assert sts[2:5] == [f"{spearman[s]['spearman']:.2f}" for s in ("base", "llm2vec", "magnet")]
-    assert sts[5] == "n/a" and sts[6] == "magnet >= 75"
-    assert sts[7].rstrip(" |") == ("yes" if spearman["magnet"]["spearman"] >= 75 else "no")
-    assert "ghost (infill, sts, probe, repetition, knowledge): adapter not loaded" in md
+    assert sts[5] == "n/a" and sts[6] == f"{spearman['magnet@mean']['spearman']:.2f}"
+    assert sts[7] == "magnet >= 75"
+    assert sts[8].rstrip(" |") == ("yes" if spearman["magnet"]["spearman"] >= 75 else "no")
+    assert "ghost (infill, sts, retrieval, probe, repetition, knowledge): adapter not loaded" in md
+    assert "magnet@mean (infill, probe, repetition, knowledge): a pooling variant" in md
+    mrr = next(line for line in md.splitlines() if "| MRR |" in line).split(" | ")
+    got = report["tasks"]["retrieval"]["systems"]
+    assert mrr[2:5] == [f"{got[s]['mrr']:.3f}" for s in ("base", "llm2vec", "magnet")]
     assert "Hardware:" in md
     assert "| Infilling | passages 6" in md
 
@@ -149,6 +168,17 @@ def test_output_must_be_a_directory(tmp_path):
     f.write_text("x")
     with pytest.raises(ConfigError, match="is a file"):
         parse(["--output", str(f)])
+
+
+def test_pooling_variants_resolve_to_their_adapter_or_a_clear_error():
+    engine = tiny_engine()
+    (variant,) = ev.resolve_systems(engine, ["magnet@mean"])
+    assert (variant.adapter, variant.pooling, variant.available) == ("magnet", "mean", True)
+    (ghost,) = ev.resolve_systems(engine, ["ghost@last"])
+    assert not ghost.available and "not loaded" in ghost.reason
+    for bad in ("magnet@max", "minilm@mean"):
+        with pytest.raises(ConfigError, match="ADAPTER@last|mean"):
+            ev.resolve_systems(engine, [bad])
 
 
 def test_quick_sizes_and_explicit_overrides():
@@ -221,12 +251,14 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     argv = ["--quick", "--output", str(tmp_path), "--no-progress", "--n-passages", "3"]
     argv += ["--systems", "base,magnet,minilm", "--n-infills", "1", "--n-sts", "50"]
     argv += ["--n-prompts", "1", "--max-new-tokens", "24", "--n-ppl", "3"]
-    argv += ["--n-probe-train", "25", "--n-probe-test", "10"]
+    argv += ["--n-probe-train", "25", "--n-probe-test", "10", "--n-retrieval", "30"]
     assert ev.main(argv) == 0
     report = json.loads((tmp_path / "results.json").read_text())
     t = report["tasks"]
     sts = t["sts"]["systems"]
     assert sts["minilm"]["spearman"] > sts["base"]["spearman"] + 20  # a trained encoder wins
+    found = t["retrieval"]["systems"]
+    assert found["minilm"]["mrr"] > found["base"]["mrr"]  # here too
     base = t["infill"]["systems"]["base"]
     assert 1 < base["five_shot_ppl"] < 1000 and 1 < base["zero_shot_ppl"] < 1000
     assert 1 < base["causal_left_ppl"] < 1000

@@ -10,7 +10,9 @@ from safetensors.torch import load_file
 from tiny_models import TINY_CORPUS as SENTENCES
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
+from magnet_model import train
 from magnet_model.adapter_meta import load_meta
+from magnet_model.data import vital_articles
 from magnet_model.errors import ConfigError
 from magnet_model.tokens import choose_token_roles
 from magnet_model.train import (
@@ -253,3 +255,50 @@ def test_init_adapter_starts_from_a_trained_adapter_and_refuses_one_that_does_no
     bad = tmp_path / "bad"
     assert main(args(base_dir, corpus, bad, "--init-adapter", str(first), "--lora-r", "8")) == 2
     assert "does not fit this run's LoRA" in capsys.readouterr().err
+
+
+def test_default_corpus_adds_vital_extracts_and_description_positives(base_dir, tmp_path):
+    tok = make_tiny_tokenizer()
+    vital = [a for a in vital_articles("train") if a.description]
+    ids = lambda text: tuple(tok(text, add_special_tokens=False).input_ids[:24])  # noqa: E731
+    plain = load_corpus(TrainConfig(output="x", max_length=24), tok)
+    assert ids(vital[0].extract) in {e.ids for e in plain}
+    assert all(e.positive is None for e in plain)
+    paired = load_corpus(TrainConfig(output="x", max_length=24, sscl_positives="description"), tok)
+    assert Example(ids(vital[0].extract), ids(vital[0].query)) in paired
+    assert len(paired) < len(plain)  # paired extracts are cut, not chunked
+    wiki = load_corpus(TrainConfig(output="x", max_length=24, vital_extracts=False), tok)
+    assert ids(vital[0].extract) not in {e.ids for e in wiki} and len(wiki) < len(paired)
+
+
+def test_description_positives_reach_the_sscl_batch(base_dir, tmp_path, monkeypatch):
+    seen = []
+    real = train.collate_sentences
+
+    def spy(texts, positives, *rest):
+        seen.append((texts, positives))
+        return real(texts, positives, *rest)
+
+    monkeypatch.setattr(train, "collate_sentences", spy)
+    tok = make_tiny_tokenizer()
+    queries = {
+        tuple(tok(a.query, add_special_tokens=False).input_ids[:12])
+        for a in vital_articles("train")
+    }
+    argv = [
+        "--output", str(tmp_path / "o"), "--base-model", str(base_dir), "--device", "cpu",
+        "--objectives", "sscl", "--stage1-steps", "0", "--stage2-steps", "1", "--batch-size", "8",
+        "--max-length", "12", "--lora-r", "4", "--no-progress", "--sscl-positives",
+    ]  # fmt: skip
+    assert main([*argv, "description"]) == 0
+    ((texts, positives),) = seen
+    assert any(tuple(p) in queries and p != t for t, p in zip(texts, positives, strict=True))
+    seen.clear()
+    assert main([*argv, "dropout", "--overwrite"]) == 0
+    ((texts, positives),) = seen
+    assert positives == texts  # SimCSE: the text itself, noised by dropout
+
+
+def test_description_positives_refuse_a_corpus_file(base_dir, corpus, tmp_path, capsys):
+    assert main(args(base_dir, corpus, tmp_path / "x", "--sscl-positives", "description")) == 2
+    assert "vital-pairs" in capsys.readouterr().err
