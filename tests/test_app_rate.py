@@ -262,7 +262,8 @@ def test_a_duplicate_study_name_is_refused_before_any_output_is_generated(app, m
     def no_generation(*a, **k):
         raise AssertionError("outputs were generated for a name that is taken")
 
-    monkeypatch.setattr(studies, "generate_outputs", no_generation)
+    monkeypatch.setattr(studies, "build_study", no_generation)
+    monkeypatch.setattr(app, "compare_infill", no_generation)
     with pytest.raises(gr.Error, match="named 'pilot' already exists"):
         app.admin_create(True, " pilot ", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
 
