@@ -195,19 +195,20 @@ def _preferences(res: StudyResults) -> list[str]:
     for p in res.pairwise:
         out.append(
             f"<tr><td>{html.escape(p.system_a)}</td><td>{html.escape(p.system_b)}</td>"
-            f"<td class=num>{_pct(p.win_rate_a)}</td><td class=num>{_pct(p.low)} – "
-            f"{_pct(p.high)}</td><td class=num>{p.n:g}</td></tr>"
+            f"<td class=num>{_pct(p.win_rate_a)}</td><td class=num>"
+            f"{_interval(p.low, p.high, _pct, p.note)}</td><td class=num>{p.n:g}</td></tr>"
         )
     out.append("</table>")
     bt = res.bradley_terry
     out.append(
         "<h3>Bradley–Terry strengths (log scale, mean 0; bootstrap intervals)</h3>"
-        "<table><tr><th>system</th><th>strength</th><th>interval</th></tr>"
+        "<table><tr><th>system</th><th>strength</th><th>interval</th><th>judgments</th></tr>"
     )
     for b in bt:
         out.append(
             f"<tr><td>{html.escape(b.system)}</td><td class=num>{_num(b.score)}</td>"
-            f"<td class=num>{_num(b.low)} – {_num(b.high)}</td></tr>"
+            f"<td class=num>{_interval(b.low, b.high, _num, b.note)}</td>"
+            f"<td class=num>{b.n}</td></tr>"
         )
     out.append("</table>")
     fig, ax = plt.subplots(figsize=(6, 0.6 + 0.45 * len(bt)))
@@ -320,9 +321,19 @@ def _examples(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn 
 # ---------------------------------------------------------------------- helpers
 
 
-def _below(lo: float, hi: float) -> float:
-    """Length of an error bar from lo up to hi: 0 when undefined, or when a percentile
-    bootstrap interval does not reach the point estimate (possible with few judgments)."""
+def _interval(lo: float | None, hi: float | None, fmt, note: str | None) -> str:  # noqa: ANN001
+    """'lo – hi', or the results' note where there were too few judgments for an interval."""
+    if lo is None or hi is None:
+        return html.escape(note or "–")
+    return f"{fmt(lo)} – {fmt(hi)}"
+
+
+def _below(lo: float | None, hi: float | None) -> float:
+    """Length of an error bar from lo up to hi: 0 when undefined (no interval below the
+    minimum number of judgments), or when a percentile bootstrap interval does not reach the
+    point estimate (possible with few judgments)."""
+    if lo is None or hi is None:
+        return 0.0
     d = hi - lo
     return d if d == d and d > 0 else 0.0
 

@@ -83,7 +83,7 @@ def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
     restarted = make_app(tmp_path, engine)  # same database, a new process
     calls.clear()
     msg, _ = restarted.admin_create(True, "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
-    assert "Resumed: 4 outputs" in msg and "4 items (1 attention checks)" in msg
+    assert "Resumed: 4 outputs" in msg and "4 items (1 attention check)" in msg
     assert [c[1] for c in calls] == [["magnet", "zero-shot"]] * 2  # only the missing items
     info = restarted.store.study("long")
     assert info.raters_per_item == 2 and info.instructions == "Be kind"  # settings kept

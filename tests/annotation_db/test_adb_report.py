@@ -78,6 +78,8 @@ def test_report_is_self_contained_and_complete(sqlite_store, tmp_path, capsys):
     assert all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     # user text is shown as text
     assert "<script" not in page and "&lt;script&gt;" in page
+    # a dozen preference judgments per pair: no interval, the results' note instead
+    assert "not enough votes for an interval" in page
 
 
 def test_report_of_unknown_study_is_one_line(sqlite_store, tmp_path, capsys):
