@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--study", required=True)
     r.add_argument("rater_id", type=int, help="the rater's id (see `progress`)")
 
+    nl = sub.add_parser("new-link", help="a new token for a rater; the old one stops working")
+    nl.add_argument("--study", required=True)
+    nl.add_argument("rater_id", type=int, help="the rater's id (see `progress`)")
+
     for name, help_ in (("progress", "progress per rater"), ("results", "results as JSON")):
         x = sub.add_parser(name, help=help_)
         x.add_argument("--study", required=True)
@@ -143,6 +147,9 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
     elif args.cmd == "revoke":
         r = store.revoke(args.study, args.rater_id)
         print(f"revoked the token of rater {r.rater_id} ({r.display_name}); {r.done} answers kept")
+    elif args.cmd == "new-link":
+        inv = store.new_link(args.study, args.rater_id)
+        print(f"{inv.display_name}\t{inv.token}")
     elif args.cmd == "progress":
         print(json.dumps(store.progress(args.study).to_dict(), indent=2, default=str))
     elif args.cmd == "results":

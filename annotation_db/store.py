@@ -273,6 +273,24 @@ class AnnotationStore:
 
         return self._write(fn)
 
+    def new_link(self, study: str, rater_id: int) -> Invite:
+        """A new invite token for an existing rater (a lost or leaked link): the old token
+        stops working at once, the new one is shown once (only its hash is kept), and the
+        rater keeps their answers, their order and the item they were shown."""
+        _check_int(rater_id, "rater id", 1, 2**62)
+        token = secrets.token_urlsafe(24)
+
+        def fn(s: Session) -> Invite:
+            st = _get_study(s, study)
+            rater = s.get(Rater, rater_id)
+            if rater is None or rater.study_id != st.id:
+                raise NotFoundError(f"no rater {rater_id} in study {st.name!r}")
+            rater.token_hash = hash_token(token)
+            s.flush()
+            return Invite(rater.id, rater.display_name, token)
+
+        return self._write(fn)
+
     def invite(self, study: str, display_name: str) -> Invite:
         """Create a rater and return their invite token (shown once; only its hash is kept)."""
         return self.invite_many(study, [display_name])[0]

@@ -759,19 +759,38 @@ class MagnetApp:
     def admin_revoke(self, authorized: bool, study: str, rater_id: float | None) -> str:
         """Make one rater's invite link stop working (their answers so far are kept)."""
         self._admin(authorized)
-        ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
-        if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
-            raise gr.Error(
-                "Pick a study and type the rater's id (see Progress).", print_exception=False
-            )
+        rater = _rater_id(study, rater_id)
         try:
-            r = self.store.revoke(study, int(rater_id))
+            r = self.store.revoke(study, rater)
         except AnnotationError as e:
             raise _error(e) from None
         log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
         return (
             f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
             f"their {r.done} answers are kept."
+        )
+
+    def admin_new_link(
+        self,
+        authorized: bool,
+        study: str,
+        rater_id: float | None,
+        request: gr.Request | None = None,
+    ) -> str:
+        """A new invite link for one rater (the old one stops working; answers are kept)."""
+        self._admin(authorized)
+        rater = _rater_id(study, rater_id)
+        try:
+            inv = self.store.new_link(study, rater)
+        except AnnotationError as e:
+            raise _error(e) from None
+        log.info(
+            "New invite link for rater %s (%s) in study %r", inv.rater_id, inv.display_name, study
+        )
+        base = self.settings.public_url or _base_url(request)
+        return (
+            f"New invite link for rater {inv.rater_id} ({inv.display_name}); the old one no longer "
+            f"works, their answers are kept. Shown once: {base}/{RATER_PATH}?token={inv.token}"
         )
 
     def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
@@ -999,6 +1018,16 @@ def _stats(text: str) -> str:
         f"Rep-4 {s.rep_4:.2f} · Rep-Sen {s.rep_sen:.2f} · "
         f"distinct-1 {s.distinct_1:.2f} · distinct-2 {s.distinct_2:.2f} · {len(text.split())} words"
     )
+
+
+def _rater_id(study: str, rater_id: float | None) -> int:
+    """The rater id typed in Admin, or one sentence saying what is missing."""
+    ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
+    if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
+        raise gr.Error(
+            "Pick a study and type the rater's id (see Progress).", print_exception=False
+        )
+    return int(rater_id)
 
 
 def _infill_info(r, max_span: int) -> str:

@@ -282,6 +282,7 @@ def _admin_tab(app: MagnetApp) -> None:
             status = gr.Radio(list(STATUS_CHOICES), value="closed", label="Study status")
             set_status = gr.Button("Set status")
             rater_id = gr.Number(label="Rater id (see Progress)", precision=0, minimum=1)
+            new_link = gr.Button("New invite link for this rater")
             revoke = gr.Button("Revoke this rater's invite link", variant="stop")
         admin_msg = gr.Textbox(label="Done", interactive=False)
         results_table = gr.Dataframe(
@@ -312,6 +313,9 @@ def _admin_tab(app: MagnetApp) -> None:
         )
     set_status.click(
         app.admin_status, inputs=[authorized, study, status], outputs=admin_msg, **RATING
+    )
+    new_link.click(
+        app.admin_new_link, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
     )
     revoke.click(
         app.admin_revoke, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING

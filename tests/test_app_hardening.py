@@ -479,6 +479,35 @@ def test_admin_closes_reopens_and_revokes(app):
             call()
 
 
+def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
+    token = small_study(app)
+    app.rate_submit(token, app.rate_open(token)[2], *answers(), None, "")  # one answer done
+    shown = app.rate_open(token)[2]  # the item shown next
+    rater_id = app.admin_progress(True, "pilot")[1][0][0]
+    msg = app.admin_new_link(True, "pilot", rater_id)
+    assert "old one no longer works" in msg
+    new = msg.rsplit("?token=", 1)[1]
+    assert new != token and len(new) >= 24
+    with pytest.raises(gr.Error, match="invite token is not valid"):
+        app.rate_open(token)
+    again = app.rate_open(new)
+    assert again[2]  # the same rater goes on: the answer kept, an item to rate
+    row = app.admin_progress(True, "pilot")[1][0]
+    assert row[0] == rater_id and row[2] == 1 and row[-1] == "active"
+    # only the hash is stored, and a revoked rater can be given a link again
+    from annotation_db.schema import Rater
+
+    assert app.store.db.read(lambda s: s.get(Rater, rater_id).token_hash) != new
+    assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
+    newer = app.admin_new_link(True, "pilot", rater_id).rsplit("?token=", 1)[1]
+    assert app.rate_open(newer)[2]
+    assert shown  # (the shown item id was valid only with the old token)
+    with pytest.raises(gr.Error, match="Log in"):
+        app.admin_new_link(False, "pilot", rater_id)
+    with pytest.raises(gr.Error, match="rater's id"):
+        app.admin_new_link(True, "pilot", None)
+
+
 def test_every_response_says_no_referrer(http):
     for path in ("/gradio_api/info", "/admin-files/none"):
         assert http.get(path).headers["referrer-policy"] == "no-referrer"

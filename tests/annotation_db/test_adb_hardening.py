@@ -253,3 +253,13 @@ def test_cli_closes_reopens_and_revokes(sqlite_store, adb, tmp_path, capsys):
     with pytest.raises(UnknownTokenError):
         sqlite_store.next_item(inv.token)
     assert cli_main([*db, "revoke", "--study", "pilot", "999"]) == 2
+    capsys.readouterr()
+    # a new link for the same rater: printed once, it works, and the rater is the same
+    assert cli_main([*db, "new-link", "--study", "pilot", str(inv.rater_id)]) == 0
+    name, token = capsys.readouterr().out.strip().split("\t")
+    assert name == "Ada" and token != inv.token
+    assert sqlite_store.next_item(token) is not None
+    assert sqlite_store.new_link("pilot", inv.rater_id).rater_id == inv.rater_id
+    with pytest.raises(UnknownTokenError):
+        sqlite_store.next_item(token)  # replaced again just above
+    assert cli_main([*db, "new-link", "--study", "pilot", "999"]) == 2
