@@ -234,6 +234,11 @@ def test_span_stops_where_it_runs_into_the_right_context(engine, tok):
     assert _scripted(engine, "the [blank] on the mat .", script) == ([cat, sat], "joined")
     # a one-token right piece is matched whole
     assert _scripted(engine, "the [blank] on", script) == ([cat, sat], "joined")
+    # a span may not begin with the text after its blank (it would be trimmed to nothing):
+    # the next best first token is taken instead
+    script = [[on, cat], [sat], [on], [the], [mat], [sat]]
+    assert _scripted(engine, "the [blank] on the mat .", script) == ([cat, sat], "joined")
+    script = [[cat], [sat], [on], [the], [mat], [sat]]
     # switched off (to measure the model alone): it runs on
     engine.config.stop_at_right_context = False
     try:
