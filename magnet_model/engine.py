@@ -546,7 +546,7 @@ class Engine:
             for row, k in enumerate(active):
                 if len(generated[k]) < job.min_tokens or job.fixed[k]:
                     logits[row, end] = float("-inf")  # the span may not end yet
-                if not generated[k] and rights[k]:
+                if not generated[k] and rights[k] and not job.fixed[k]:
                     # a span that began with the text after its blank would be trimmed to
                     # nothing: the blank is there because something is missing
                     logits[row, rights[k][0]] = float("-inf")
