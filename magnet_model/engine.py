@@ -244,16 +244,20 @@ def _per_blank(value, n: int, what: str) -> list:
 
 
 def _sample(logits: torch.Tensor, s: _Sampling) -> torch.Tensor:
-    """(rows, vocab) logits -> one token per row: argmax, or temperature + top-p sampling."""
+    """(rows, vocab) logits -> one token per row: argmax, or temperature + top-p sampling.
+
+    The draw is made on the CPU from the request's CPU generator (the probabilities move to the
+    CPU, the token moves back), so a seed gives the same draw from the same probabilities on any
+    device: CUDA generators produce other streams than CPU ones."""
     if not s.do_sample:
         return logits.argmax(-1)
-    probs = torch.softmax(logits.float() / s.temperature, dim=-1)
+    probs = torch.softmax(logits.detach().float().cpu() / s.temperature, dim=-1)
     if s.top_p < 1.0:
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         drop = sorted_p.cumsum(-1) - sorted_p > s.top_p  # keep the smallest set reaching top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-    return torch.multinomial(probs, 1, generator=s.generator).squeeze(-1)
+    return torch.multinomial(probs, 1, generator=s.generator).squeeze(-1).to(logits.device)
 
 
 def assemble(pieces: list[str], gaps: list[str], spans: list[str]) -> tuple[str, list[tuple]]:
@@ -486,7 +490,7 @@ class Engine:
         if not do_sample:
             return _Sampling(False, temperature, top_p, None)
         seed = int.from_bytes(os.urandom(7), "little") if seed is None else int(seed)
-        gen = torch.Generator(device=self.device).manual_seed(seed)
+        gen = torch.Generator(device="cpu").manual_seed(seed)  # the same stream on any device
         return _Sampling(True, temperature, top_p, seed, gen)
 
     # ------------------------------------------------------------ infilling (MAGNET)

@@ -23,6 +23,7 @@ from magnet_model.engine import (
     NoBlankError,
     TooManyBlanksError,
     UnknownAdapterError,
+    _sample,
     assemble,
 )
 from magnet_model.errors import InputError
@@ -547,3 +548,53 @@ def test_assemble_keeps_spacing_and_offsets():
     filled, offs = assemble(["The cat", " on the", "."], [" ", " "], [" sat", "mat "])
     assert filled == "The cat sat on the mat ."
     assert [filled[a:b] for a, b in offs] == ["sat", "mat"]
+
+
+def test_sampling_draws_from_a_cpu_generator_whatever_the_device(engine, monkeypatch):
+    """A seed means the same on CPU and CUDA: the generator lives on the CPU, not on the model's
+    device (a CUDA generator gives another stream), and the draw is the CPU generator's."""
+    monkeypatch.setattr(Engine, "device", property(lambda self: torch.device("cuda")))
+    s = engine._sampling(True, 1.3, 0.9, 11)
+    assert s.generator.device.type == "cpu" and s.seed == 11
+    monkeypatch.undo()
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+    for top_p in (1.0, 0.9):
+        s = engine._sampling(True, 1.3, top_p, 11)
+        got = _sample(logits, s)
+        probs = torch.softmax(logits / 1.3, dim=-1)
+        if top_p < 1.0:
+            sp, idx = probs.sort(dim=-1, descending=True)
+            sp = sp.masked_fill(sp.cumsum(-1) - sp > top_p, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, idx, sp)
+        want = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(11))
+        assert got.tolist() == want.squeeze(-1).tolist() and got.device == logits.device
+
+
+def test_a_seeded_output_is_the_cpu_generators_draw(engine, monkeypatch):
+    """Replaying the engine's own probabilities through a fresh CPU generator with the shown
+    seed gives the same tokens: the seed alone reproduces a sampled output."""
+    import magnet_model.engine as eng
+
+    seen = []
+    real = eng._sample
+
+    def spy(logits, s):
+        out = real(logits, s)
+        seen.append((logits.detach().clone(), out.tolist()))
+        return out
+
+    monkeypatch.setattr(eng, "_sample", spy)
+    kw = dict(seed=5, do_sample=True, temperature=1.5)
+    calls = [
+        (lambda: engine.generate("the cat", max_new_tokens=8, **kw), lambda r: r.token_ids),
+        (lambda: engine.infill(TEXT, max_span_tokens=6, **kw), ids_of),
+    ]
+    for call, ids in calls:
+        seen.clear()
+        first = ids(call())
+        replay, gen = list(seen), torch.Generator().manual_seed(5)
+        assert replay
+        for logits, picked in replay:
+            probs = torch.softmax(logits.float() / 1.5, dim=-1)
+            assert torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist() == picked
+        assert ids(call()) == first
