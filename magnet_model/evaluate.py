@@ -32,6 +32,8 @@ pooling overridden, measured on the sentence tasks (sts, retrieval) only.
 (2 generated infills), 100 STS-B pairs, 50 extracts for retrieval, probe on 40 / 20 sentences,
 2 continuations of 64 tokens (CPU decoding is the slow part), 6 passages for perplexity.
 Size flags override either mode.
+--heldout FILE (one passage a line) replaces held-out Wikipedia in infill, repetition and
+knowledge; with it and without minilm in --systems, neither gensim nor the MiniLM folder is needed.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ class EvalConfig:
     batch_size: int = 8
     output: Path = Path(DEFAULT_OUTPUT)
     progress: bool = True
+    heldout: Path | None = None  # one passage per line instead of held-out Wikipedia (no gensim)
 
 
 def _names(value: str, known: tuple[str, ...] | None, what: str) -> list[str]:
@@ -157,7 +160,15 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     output = Path(args.output).expanduser()
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} is a file; give a directory.")
+    heldout = None
+    if args.heldout:
+        heldout = Path(args.heldout).expanduser()
+        if not heldout.is_file():
+            raise ConfigError(
+                f"--heldout {heldout} is not a file; give a text file, one passage a line."
+            )
     return EvalConfig(
+        heldout=heldout,
         tasks=_names(args.tasks, TASKS, "tasks"),
         systems=_names(args.systems, None, "systems"),
         sizes=sizes,
@@ -293,12 +304,23 @@ def _fits(engine, cases: list, tokenizer) -> list:
     return [c for c, (r, _) in zip(cases, rows, strict=True) if len(r.ids) <= cap]
 
 
-def task_infill(run: Run) -> dict:
-    from .data import wikipedia_paragraphs
+def heldout_passages(cfg: EvalConfig) -> list[str]:
+    """The held-out passages: the --heldout file's non-empty lines, else held-out Wikipedia."""
+    if cfg.heldout is None:
+        from .data import wikipedia_paragraphs
 
+        return wikipedia_paragraphs("heldout")
+    lines = [ln.strip() for ln in cfg.heldout.read_text(encoding="utf-8").splitlines()]
+    passages = [ln for ln in lines if ln]
+    if not passages:
+        raise ConfigError(f"--heldout {cfg.heldout} has no passage; give one passage a line.")
+    return passages
+
+
+def task_infill(run: Run) -> dict:
     e, z = run.engine, run.cfg.sizes
     cases = scoring.span_cases(
-        e.tokenizer, wikipedia_paragraphs("heldout"), z.n_passages, run.cfg.seed, z.passage_tokens
+        e.tokenizer, heldout_passages(run.cfg), z.n_passages, run.cfg.seed, z.passage_tokens
     )
     cases = _fits(e, cases, e.tokenizer)
     if not cases:
@@ -455,11 +477,13 @@ def task_probe(run: Run) -> dict:
     return {"sizes": sizes, "systems": _per_system(run, "probe", one, applies)}
 
 
-def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int) -> list[str]:
+def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int, passages=None) -> list[str]:
     """The first n_tokens tokens of n seeded held-out passages (that are long enough)."""
-    from .data import wikipedia_paragraphs
+    if passages is None:
+        from .data import wikipedia_paragraphs
 
-    ids = tokenizer(wikipedia_paragraphs("heldout"), add_special_tokens=False).input_ids
+        passages = wikipedia_paragraphs("heldout")
+    ids = tokenizer(passages, add_special_tokens=False).input_ids
     long = [x[:n_tokens] for x in ids if len(x) >= 2 * n_tokens]
     return [tokenizer.decode(x) for x in _sample(long, n, seed, "prompts")]
 
@@ -487,7 +511,9 @@ def task_repetition(run: Run) -> dict:
     from .metrics import repetition_stats
 
     e, z = run.engine, run.cfg.sizes
-    passages = heldout_prompts(e.tokenizer, z.n_prompts, z.prompt_tokens, run.cfg.seed)
+    passages = heldout_prompts(
+        e.tokenizer, z.n_prompts, z.prompt_tokens, run.cfg.seed, heldout_passages(run.cfg)
+    )
     opens = list(OPEN_PROMPTS[: z.n_open_prompts])
     prompts = passages + opens
 
@@ -517,10 +543,8 @@ def task_repetition(run: Run) -> dict:
 
 
 def task_knowledge(run: Run) -> dict:
-    from .data import wikipedia_paragraphs
-
     e, z = run.engine, run.cfg.sizes
-    texts = _sample(wikipedia_paragraphs("heldout"), z.n_ppl, run.cfg.seed, "ppl")
+    texts = _sample(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
 
     def one(s: System) -> dict:
         nll, n = scoring.causal_nll(e, texts, s.name, z.ppl_tokens, run.cfg.batch_size)
@@ -827,6 +851,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="directory for results.md/.json")
+    p.add_argument(
+        "--heldout",
+        help="text file, one passage a line: the held-out passages of infill, repetition and "
+        "knowledge instead of held-out Wikipedia (needs no gensim)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--no-stop-at-right-context",

@@ -270,3 +270,36 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     else:
         assert "not loaded" in t["sts"]["systems"]["magnet"]["n/a"]
     assert (tmp_path / "results.md").read_text().startswith("| task | metric | base |")
+
+
+def test_heldout_file_replaces_wikipedia_for_infill_repetition_and_knowledge(tmp_path, monkeypatch):
+    """With --heldout the passage tasks read the file: no gensim, no Wikipedia dump, no MiniLM."""
+    import random
+
+    from tiny_models import TINY_CORPUS
+
+    from magnet_model import data
+
+    def no_wikipedia(*a, **k):
+        raise AssertionError("held-out Wikipedia was read although --heldout was given")
+
+    monkeypatch.setattr(data, "wikipedia_paragraphs", no_wikipedia)
+    rng = random.Random(0)
+    lines = [" ".join(rng.sample(TINY_CORPUS, 8) * 2) for _ in range(6)]
+    held = tmp_path / "held.txt"
+    held.write_text("\n".join(lines) + "\n\n")
+    out = tmp_path / "out"
+    argv = ["--quick", "--tasks", "infill,repetition,knowledge", "--systems", "base,magnet"]
+    argv += ["--heldout", str(held), "--output", str(out), "--no-progress", "--n-passages", "2"]
+    argv += ["--n-open-prompts", "0", "--max-new-tokens", "8"]
+    assert ev.main(argv, engine=tiny_engine()) == 0
+    tasks = json.loads((out / "results.json").read_text())["tasks"]
+    assert tasks["infill"]["systems"]["magnet"]["hybrid_ppl"] > 0
+    assert tasks["repetition"]["systems"]["magnet"]["rep_4"] >= 0
+    assert tasks["knowledge"]["systems"]["magnet"]["ratio_to_base"] > 0
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    with pytest.raises(ConfigError, match="has no passage"):
+        ev.heldout_passages(parse(["--heldout", str(empty)]))
+    with pytest.raises(ConfigError, match="is not a file"):
+        parse(["--heldout", str(tmp_path / "missing.txt")])
