@@ -1,0 +1,108 @@
+"""python -m magnet_model.sweep: a whole tiny sweep on CPU (probe, plan, two trainings at once,
+two evaluations, one table) and the config's one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from tiny_models import TINY_CORPUS, make_tiny_llama, make_tiny_tokenizer
+
+from magnet_model import sweep
+from magnet_model.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    tok = make_tiny_tokenizer()
+    base = root / "base"  # room for the evaluator's five-shot infill prompts
+    make_tiny_llama(len(tok), max_position_embeddings=1024).save_pretrained(base)
+    tok.save_pretrained(base)
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": s}) + "\n" for s in TINY_CORPUS))
+    rng = random.Random(0)
+    held = root / "held.txt"
+    held.write_text("\n".join(" ".join(rng.sample(TINY_CORPUS, 8) * 2) for _ in range(6)) + "\n")
+    config = {
+        "configs": [
+            {"name": "end1", "flags": ["--w-span-end", "1"]},
+            {"name": "end5", "flags": ["--w-span-end", "5", "--span-min", "1"]},
+        ],
+        "model": ["--base-model", str(base)],
+        "train": ["--corpus", str(corpus), "--max-length", "12", "--batch-size", "4"]
+        + ["--warmup-steps", "1", "--lr", "1e-3", "--lora-r", "4", "--no-vital-extracts"],
+        "evaluate": ["--quick", "--tasks", "infill,knowledge", "--heldout", str(held)]
+        + ["--n-passages", "2", "--n-infills", "1", "--n-ppl", "2", "--threads", "1"],
+        "probe_steps": 2,
+        "eval_share": 0.4,
+    }
+    path = root / "sweep.json"
+    path.write_text(json.dumps(config))
+    out = root / "out"
+    rc = sweep.main([str(path), "--minutes", "1", "--output", str(out)])
+    return rc, out
+
+
+def test_a_tiny_sweep_trains_both_configs_and_tables_their_numbers(tiny_sweep):
+    rc, out = tiny_sweep
+    result = json.loads((out / "sweep.json").read_text())
+    assert rc == 0, [r["error"] for r in result["rows"]]
+    rows = {r["name"]: r for r in result["rows"]}
+    assert set(rows) == {"end1", "end5"}
+    for name, r in rows.items():
+        assert r["error"] is None and r["steps"] >= 1 and r["train_seconds"] > 0
+        assert r["steps"] <= r["planned_steps"]
+        assert (out / name / "adapter_config.json").is_file()
+        m = r["metrics"]
+        assert m["span PPL hybrid"] > 0 and m["causal PPL / base"] > 0
+        assert m["STS-B"] is None  # not asked for
+    assert rows["end5"]["flags"] == ["--w-span-end", "5", "--span-min", "1"]
+    md = (out / "sweep.md").read_text()
+    lines = [ln for ln in md.splitlines() if ln.startswith("| end")]
+    assert len(lines) == 2 and "span PPL hybrid" in md and "STS-B" not in md
+    assert all(any(c.strip()[:1].isdigit() for c in ln.split("|")[4:6]) for ln in lines)
+    assert result["seconds"] < 60 + 15  # the plan keeps to the budget (a little slack)
+
+
+def test_plan_fits_the_probed_step_time_into_the_budget():
+    probes = {"a": sweep.Probe(0.5, 10.0), "b": sweep.Probe(0.25, 10.0)}
+    assert sweep.plan_steps(probes, 60.0, safety=1.0) == {"a": 100, "b": 200}
+    assert sweep.plan_steps(probes, 5.0) == {"a": 0, "b": 0}
+    assert sweep._stage_steps(10, 0.5) == (5, 5)
+    assert sweep._stage_steps(10, 0.0) == (10, 0)
+    assert sweep._stage_steps(1, 0.5) == (1, 0) or sweep._stage_steps(1, 0.5) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ([], "must be a JSON object"),
+        ({"configs": []}, "non-empty list"),
+        ({"configs": [{"name": "a"}], "shared": []}, "Unknown keys"),
+        ({"configs": [{"name": "a b"}]}, "has the name"),
+        ({"configs": [{"name": "base"}]}, "has the name"),
+        ({"configs": [{"name": "a"}, {"name": "a"}]}, "Two configs are named"),
+        ({"configs": [{"name": "a", "flags": "--lr 1"}]}, "must be a list of strings"),
+        ({"configs": [{"name": "a", "flags": ["--max-steps", "3"]}]}, "sweep sets itself"),
+        ({"configs": [{"name": "a"}], "train": ["--output=x"]}, "sweep sets itself"),
+        ({"configs": [{"name": "a"}], "probe_steps": 0}, "probe_steps"),
+        ({"configs": [{"name": "a"}], "eval_share": 1.5}, "eval_share"),
+    ],
+)
+def test_bad_configs_are_one_sentence_errors(tmp_path, raw, message):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=message):
+        sweep.load_config(path)
+
+
+def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys):
+    assert sweep.main([str(tmp_path / "none.json"), "--minutes", "1"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{")
+    assert sweep.main([str(tmp_path / "bad.json"), "--minutes", "1"]) == 2
+    assert "not readable JSON" in capsys.readouterr().err
+    assert sweep.main([str(tmp_path / "bad.json"), "--minutes", "0"]) == 2
+    assert "--minutes must be above 0" in capsys.readouterr().err
