@@ -106,3 +106,23 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert "not readable JSON" in capsys.readouterr().err
     assert sweep.main([str(tmp_path / "bad.json"), "--minutes", "0"]) == 2
     assert "--minutes must be above 0" in capsys.readouterr().err
+
+
+def test_the_readme_example_config_is_valid(tmp_path):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"```json\n(\{\s*\"configs\".*?)```", readme, re.S)
+    assert block, "README has no sweep example config"
+    path = tmp_path / "c.json"
+    path.write_text(block.group(1))
+    cfg = sweep.load_config(path)
+    assert list(cfg.configs) == ["end1", "end5", "span-min1", "all-span15"]
+    from magnet_model.train import build_parser
+
+    for flags in cfg.configs.values():  # every flag is one the trainer knows
+        build_parser().parse_args(["--output", "x", *cfg.train, *cfg.model, *flags])
+    from magnet_model.evaluate import build_parser as eval_parser
+
+    eval_parser().parse_args([*cfg.evaluate, *cfg.model])
