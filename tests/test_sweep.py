@@ -36,7 +36,7 @@ def tiny_sweep(tmp_path_factory):
         "evaluate": ["--quick", "--tasks", "infill,knowledge", "--heldout", str(held)]
         + ["--n-passages", "2", "--n-infills", "1", "--n-ppl", "2", "--threads", "1"],
         "probe_steps": 2,
-        "eval_share": 0.4,
+        "eval_share": 0.35,
     }
     path = root / "sweep.json"
     path.write_text(json.dumps(config))
