@@ -714,8 +714,7 @@ class MagnetApp:
             invites = self.store.invite_many(study, people)
         except AnnotationError as e:
             raise _error(e) from None
-        base = self.settings.public_url or _base_url(request)
-        return [[i.display_name, f"{base}/{RATER_PATH}?token={i.token}"] for i in invites]
+        return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
 
     def admin_progress(self, authorized: bool, study: str) -> tuple:
         self._admin(authorized)
@@ -787,11 +786,15 @@ class MagnetApp:
         log.info(
             "New invite link for rater %s (%s) in study %r", inv.rater_id, inv.display_name, study
         )
-        base = self.settings.public_url or _base_url(request)
         return (
             f"New invite link for rater {inv.rater_id} ({inv.display_name}); the old one no longer "
-            f"works, their answers are kept. Shown once: {base}/{RATER_PATH}?token={inv.token}"
+            f"works, their answers are kept. Shown once: {self._invite_link(inv.token, request)}"
         )
+
+    def _invite_link(self, token: str, request: gr.Request | None) -> str:
+        """The rater page's address with this token, under the public URL if one is set."""
+        base = self.settings.public_url or _base_url(request)
+        return f"{base}/{RATER_PATH}?token={token}"
 
     def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
         """Write the ratings to a private file -> a single-use download link (Markdown)."""
