@@ -1,0 +1,118 @@
+"""The layout DESIGN.md asks for, checked on the source: each package stays in its room, and the
+imports inside the project form no circle. Every import statement counts, the ones inside
+functions too, so a lazy import cannot hide a circle."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("magnet_model", "annotation_db", "app")
+
+# What each room must not import (top-level names of packages).
+FORBIDDEN = {
+    "magnet_model": {"gradio", "sqlalchemy", "alembic", "annotation_db", "app"},
+    "annotation_db": {"torch", "transformers", "peft", "gradio", "magnet_model", "app"},
+    "app": {"sqlalchemy", "alembic", "peft"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def imported_names(path: Path, name: str) -> set[str]:
+    """Absolute dotted names of everything a module imports (with `from x import y`, both x
+    and x.y, so a submodule imported by name is seen)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module
+            names.add(prefix)
+            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return names
+
+
+def project_graph() -> dict[str, set[str]]:
+    mods = modules()
+    graph = {}
+    for name, path in mods.items():
+        edges = set()
+        for imported in imported_names(path, name):
+            # the longest project module that the dotted name starts with
+            while imported and imported not in mods:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                edges.add(imported)
+        graph[name] = edges
+    return graph
+
+
+def test_the_graph_sees_the_project():
+    graph = project_graph()
+    assert "magnet_model.engine" in graph and "annotation_db.store" in graph
+    assert "magnet_model.engine" in graph["app.main"] | set().union(
+        *(graph[m] for m in graph if m.startswith("app"))
+    )
+
+
+def test_no_import_circle_inside_the_project():
+    try:
+        graphlib.TopologicalSorter(project_graph()).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail("import circle: " + " -> ".join(e.args[1]))
+
+
+def test_the_detector_finds_a_lazy_circle(tmp_path):
+    # the check above is only worth something if a circle through a function-level import fails
+    graph = {"p.a": {"p.b"}, "p.b": {"p.a"}}
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(graph).prepare()
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from . import other\n    import torch\n")
+    assert {"p.other", "torch"} <= imported_names(src, "p.m")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_stays_in_its_room(package):
+    mods = modules()
+    bad = []
+    for name, path in mods.items():
+        if name.split(".")[0] != package:
+            continue
+        for imported in imported_names(path, name):
+            if imported.split(".")[0] in FORBIDDEN[package]:
+                bad.append(f"{name} imports {imported}")
+    assert not bad, "; ".join(sorted(bad))
+
+
+def test_libraries_never_import_upwards():
+    graph = project_graph()
+    for name, edges in graph.items():
+        room = name.split(".")[0]
+        if room != "app":
+            assert not {e for e in edges if e.split(".")[0] not in (room,)}, name
