@@ -400,3 +400,26 @@ def test_every_documented_training_command_still_parses_and_validates():
         ["mntp", "sscl"],
     )
     assert (cfg.stage1_steps, cfg.lr, cfg.sscl_max_length) == (844, 2e-4, 64)
+
+
+@pytest.mark.parametrize(
+    "warmup, stage1, stage2, rates",
+    [  # the trainer's schedule: warm-up (step + 1) / warmup, then linear to 0 at the end
+        (0, 2, 2, [1.0, 0.75, 0.5, 0.25]),
+        (2, 3, 3, [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]),
+        (4, 4, 0, [0.25, 0.5, 0.75, 1.0]),
+        (3, 1, 1, [1 / 3, 2 / 3]),  # warm-up longer than the run
+    ],
+)
+def test_learning_rate_schedule_step_by_step(warmup, stage1, stage2, rates):
+    cfg = TrainConfig(
+        output="o", lr=2e-4, warmup_steps=warmup, stage1_steps=stage1, stage2_steps=stage2
+    )
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    scheduler = train.make_scheduler(optimizer, cfg)
+    seen = []
+    for _ in range(cfg.total_steps):  # as train_step: the rate it logs, then step both
+        seen.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx([cfg.lr * r for r in rates], rel=1e-12, abs=0)
