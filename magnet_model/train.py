@@ -30,6 +30,7 @@ import torch
 
 from .adapter_meta import SENTENCE_INSTRUCTION, AdapterMeta, save_meta
 from .errors import ConfigError, MagnetError
+from .files import BadLine, jsonl_records
 from .masks import MODES
 from .objectives import POOLINGS, attention_dropout, masked_view_losses, sscl_loss
 from .settings import ModelSpec, add_model_args
@@ -255,23 +256,20 @@ def chunk(ids: list[int], size: int) -> list[list[int]]:
 def _read_rows(path: Path, cfg: TrainConfig) -> list[tuple[str, str | None]]:
     if not path.is_file():
         raise ConfigError(f"Corpus file {path} does not exist.")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() not in (".jsonl", ".json"):
-        return [(line.strip(), None) for line in lines if line.strip()]
+        return [(line.strip(), None) for line in text.splitlines() if line.strip()]
     rows = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{n} is not valid JSON ({e.msg}).") from None
-        if not isinstance(obj, dict) or cfg.text_column not in obj:
-            raise ConfigError(
-                f"{path}:{n} has no {cfg.text_column!r} field; choose it with --text-column."
-            )
-        para = obj.get(cfg.paraphrase_column)
-        rows.append((str(obj[cfg.text_column]).strip(), str(para).strip() if para else None))
+    try:
+        for n, obj in jsonl_records(text):
+            if not isinstance(obj, dict) or cfg.text_column not in obj:
+                raise ConfigError(
+                    f"{path}:{n} has no {cfg.text_column!r} field; choose it with --text-column."
+                )
+            para = obj.get(cfg.paraphrase_column)
+            rows.append((str(obj[cfg.text_column]).strip(), str(para).strip() if para else None))
+    except BadLine as e:
+        raise ConfigError(f"{path}:{e.line} is not valid JSON ({e.reason}).") from None
     return rows
 
 
