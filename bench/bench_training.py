@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = model_sizes(run.model)
     params = [q for q in run.model.parameters() if q.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, train.lr_lambda(cfg))
+    scheduler = train.make_scheduler(optimizer, cfg)
     torch.manual_seed(cfg.seed)
 
     results = []

@@ -55,12 +55,11 @@ import torch
 from . import scoring
 from .errors import ConfigError, MagnetError
 from .hardware import describe
+from .systems import MINILM, TITLES
 
 TASKS = ("infill", "sts", "retrieval", "probe", "repetition", "knowledge")
 SENTENCE_TASKS = ("sts", "retrieval")
-MINILM = "minilm"
 DEFAULT_SYSTEMS = ("base", "llm2vec", "magnet", MINILM)
-TITLES = {"base": "base", "llm2vec": "llm2vec", "magnet": "magnet", MINILM: "all-MiniLM-L6-v2"}
 DEFAULT_OUTPUT = "artifacts/eval"
 
 
@@ -286,7 +285,7 @@ def _hybrid(run: Run, s: System) -> bool:
     return meta is not None and meta.attention == "hybrid" and "msg" in meta.objectives
 
 
-def _sample(items: list, n: int, seed: int, tag: str) -> list:
+def _seeded_subset(items: list, n: int, seed: int, tag: str) -> list:
     """n items, a seeded sample kept in order (all when n is 0 or larger than the list)."""
     if n == 0 or n >= len(items):
         return list(items)
@@ -423,7 +422,7 @@ def task_sts(run: Run) -> dict:
 
     from .data import load_sts_b
 
-    pairs = _sample(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
+    pairs = _seeded_subset(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
     texts = list(dict.fromkeys(t for p in pairs for t in (p.sentence1, p.sentence2)))
     index = {t: i for i, t in enumerate(texts)}
     i1 = [index[p.sentence1] for p in pairs]
@@ -485,7 +484,7 @@ def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int, passages=None) 
         passages = wikipedia_paragraphs("heldout")
     ids = tokenizer(passages, add_special_tokens=False).input_ids
     long = [x[:n_tokens] for x in ids if len(x) >= 2 * n_tokens]
-    return [tokenizer.decode(x) for x in _sample(long, n, seed, "prompts")]
+    return [tokenizer.decode(x) for x in _seeded_subset(long, n, seed, "prompts")]
 
 
 # Short open prompts: a topic and nothing else. A model that lost its causal mode loops here
@@ -544,7 +543,7 @@ def task_repetition(run: Run) -> dict:
 
 def task_knowledge(run: Run) -> dict:
     e, z = run.engine, run.cfg.sizes
-    texts = _sample(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
+    texts = _seeded_subset(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
 
     def one(s: System) -> dict:
         nll, n = scoring.causal_nll(e, texts, s.name, z.ppl_tokens, run.cfg.batch_size)
@@ -754,11 +753,17 @@ def _verdict(met: bool | None) -> str:
     return {True: "yes", False: "no", None: "n/a"}[met]
 
 
+def _column(system: str) -> str:
+    """A system as the tables name it: as given to --systems (magnet@mean reads as typed), the
+    sentence encoder by its model's name."""
+    return TITLES[MINILM] if system == MINILM else system
+
+
 def render_markdown(report: dict) -> str:
     """The side-by-side table, then sizes, timings, hardware and the reasons for every n/a."""
     systems = list(report["systems"])
     targets = [Target(**t) for t in report["targets"]]
-    head = ["task", "metric", *(TITLES.get(s, s) for s in systems), "target", "met?"]
+    head = ["task", "metric", *(_column(s) for s in systems), "target", "met?"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for task, label, path, fmt in ROWS:
         if task not in report["tasks"]:
@@ -795,7 +800,7 @@ def _na_notes(report: dict) -> str:
     for task, t in report["tasks"].items():
         for s, r in t["systems"].items():
             if "n/a" in r:
-                notes.setdefault((TITLES.get(s, s), r["n/a"]), []).append(task)
+                notes.setdefault((_column(s), r["n/a"]), []).append(task)
     parts = [f"{s} ({', '.join(tasks)}): {reason}" for (s, reason), tasks in notes.items()]
     return "; ".join(parts) + "." if parts else "none."
 

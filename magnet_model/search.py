@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import os
 import re
 import threading
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, MagnetError
+from .files import BadLine, jsonl_records
 from .vector_index import VectorIndex
 
 # The default corpus: held-out Wikipedia text (never trained on), vital-article extracts and
@@ -149,16 +149,13 @@ def _csv_texts(text: str) -> list[str]:
 
 def _jsonl_texts(text: str) -> list[str]:
     out = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise CorpusError(f"Line {i} of the .jsonl file is not JSON.") from None
-        if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-            raise CorpusError(f"Line {i} of the .jsonl file has no 'text' string.")
-        out.append(rec["text"])
+    try:
+        for i, rec in jsonl_records(text):
+            if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+                raise CorpusError(f"Line {i} of the .jsonl file has no 'text' string.")
+            out.append(rec["text"])
+    except BadLine as e:
+        raise CorpusError(f"Line {e.line} of the .jsonl file is not JSON.") from None
     return out
 
 

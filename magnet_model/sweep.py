@@ -95,7 +95,8 @@ class SweepConfig:
 def _flags(value, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where} must be a list of strings (flags and their values).")
-    owned = [v for v in value if v.split("=")[0] in OWNED]
+    # the trainer also takes --a_b for --a-b (its flags are generated from TrainConfig)
+    owned = [v for v in value if v.split("=")[0].replace("_", "-") in OWNED]
     if owned:
         raise ConfigError(f"{where} sets {', '.join(owned)}, which the sweep sets itself.")
     return list(value)

@@ -91,6 +91,7 @@ def test_plan_fits_the_probed_step_time_into_the_budget():
         ({"configs": [{"name": "a", "flags": "--lr 1"}]}, "must be a list of strings"),
         ({"configs": [{"name": "a", "flags": ["--max-steps", "3"]}]}, "sweep sets itself"),
         ({"configs": [{"name": "a"}], "train": ["--output=x"]}, "sweep sets itself"),
+        ({"configs": [{"name": "a", "flags": ["--stage1_steps", "3"]}]}, "sweep sets itself"),
         ({"configs": [{"name": "a"}], "probe_steps": 0}, "probe_steps"),
         ({"configs": [{"name": "a"}], "eval_share": 1.5}, "eval_share"),
     ],

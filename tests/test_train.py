@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+import shlex
+import typing
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +19,11 @@ from magnet_model import train
 from magnet_model.adapter_meta import load_meta
 from magnet_model.data import vital_articles
 from magnet_model.errors import ConfigError
+from magnet_model.masks import MODES
+from magnet_model.objectives import POOLINGS
 from magnet_model.tokens import choose_token_roles
 from magnet_model.train import (
+    SSCL_POSITIVES,
     Example,
     Sampler,
     TrainConfig,
@@ -302,3 +310,116 @@ def test_description_positives_reach_the_sscl_batch(base_dir, tmp_path, monkeypa
 def test_description_positives_refuse_a_corpus_file(base_dir, corpus, tmp_path, capsys):
     assert main(args(base_dir, corpus, tmp_path / "x", "--sscl-positives", "description")) == 2
     assert "vital-pairs" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- CLI generated from TrainConfig
+
+
+def _other_value(name: str, hint, default) -> tuple[list[str], object]:
+    """Flag arguments that set field `name` to a value other than its default, and that value."""
+    flag = "--" + name.replace("_", "-")
+    if name == "corpus":
+        return [flag, "a.txt", "b.jsonl"], ["a.txt", "b.jsonl"]
+    if name in ("objectives", "stage2_objectives"):
+        return [flag, "msg,mntp"], ["mntp", "msg"]
+    if hint is bool:
+        return ([f"--no-{flag[2:]}"], False) if default else ([flag], True)
+    choices = {"attention": MODES, "pooling": POOLINGS, "sscl_positives": SSCL_POSITIVES}
+    if name in choices:
+        value = next(c for c in choices[name] if c != default)
+        return [flag, value], value
+    if float in typing.get_args(hint) or hint is float:
+        return [flag, "0.625"], 0.625
+    if int in typing.get_args(hint) or hint is int:
+        value = (default or 0) + 3
+        return [flag, str(value)], value
+    return [flag, "some/value"], "some/value"
+
+
+def test_every_train_config_field_is_a_flag_with_its_default_and_help():
+    """The CLI is generated from TrainConfig: a field without a flag, help or its default fails."""
+    hints = typing.get_type_hints(TrainConfig)
+    defaults = config_from_args(build_parser().parse_args(["--output", "o"]))
+    assert defaults == TrainConfig(output="o", pooling="last")  # pooling: resolved from attention
+    help_text = build_parser().format_help()
+    for f in dataclasses.fields(TrainConfig):
+        assert f.metadata.get("help"), f"TrainConfig.{f.name} has no help for its flag"
+        assert f"--{f.name.replace('_', '-')}" in help_text, f"TrainConfig.{f.name} has no flag"
+        default = getattr(TrainConfig(output="o"), f.name)
+        argv, want = _other_value(f.name, hints[f.name], default)
+        assert want != default
+        got = config_from_args(build_parser().parse_args(["--output", "o", *argv]))
+        assert getattr(got, f.name) == want, f"{argv} did not set TrainConfig.{f.name}"
+
+
+def test_flags_keep_their_names_aliases_and_meanings():
+    parse = lambda *a: config_from_args(build_parser().parse_args(["--output", "o", *a]))  # noqa: E731
+    assert parse("--resume").resume == "latest"  # bare --resume: the newest checkpoint
+    assert parse("--resume", "ck/step-1").resume == "ck/step-1"
+    assert parse("--objectives", "SSCL, mntp").objectives == ["mntp", "sscl"]
+    assert parse("--objectives", "sscl", "mntp").objectives == ["mntp", "sscl"]
+    assert parse().stage2_objectives is None
+    off = parse("--no-vital-extracts", "--no-bf16", "--no-progress")
+    assert (off.vital_extracts, off.bf16, off.progress) == (False, False, False)
+    on = parse("--gradient-checkpointing", "--overwrite")
+    assert (on.gradient_checkpointing, on.overwrite) == (True, True)
+    assert parse("--pooling", "last", "--attention", "bidirectional").pooling == "last"
+    args = build_parser().parse_args(["--output", "o", "--base-model", "b", "--dtype", "float32"])
+    assert (args.base_model, args.dtype) == ("b", "float32")  # the shared model flags
+    for bad in (["--attention", "sideways"], ["--pooling", "max"], ["--max-length", "many"], []):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(bad if not bad else ["--output", "o", *bad])
+    with pytest.raises(ConfigError, match="--objectives"):
+        parse("--objectives", "mntp,nsp")
+
+
+def _documented_train_commands() -> list[tuple[str, list[str]]]:
+    """Every `python -m magnet_model.train ...` line of README.md and the adapters' cards."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in [root / "README.md", *sorted((root / "adapters").glob("*/README.md"))]:
+        text = path.read_text().replace("\\\n", " ")
+        for m in re.finditer(r"python -m magnet_model\.train +([^\n`]*)", text):
+            found.append((f"{path.relative_to(root)}: {m.group(1)[:40]}", shlex.split(m.group(1))))
+    return found
+
+
+def test_every_documented_training_command_still_parses_and_validates():
+    commands = _documented_train_commands()
+    assert len(commands) >= 6, commands  # README: 4, each shipped adapter's card: 1
+    for where, argv in commands:
+        try:
+            validate(config_from_args(build_parser().parse_args(argv)))
+        except (SystemExit, ConfigError) as e:
+            pytest.fail(f"{where}: {e!r}")
+    llm2vec = next(argv for where, argv in commands if where.startswith("adapters/llm2vec"))
+    cfg = config_from_args(build_parser().parse_args(llm2vec))
+    assert (cfg.attention, cfg.pooling, cfg.objectives) == (
+        "bidirectional",
+        "mean",
+        ["mntp", "sscl"],
+    )
+    assert (cfg.stage1_steps, cfg.lr, cfg.sscl_max_length) == (844, 2e-4, 64)
+
+
+@pytest.mark.parametrize(
+    "warmup, stage1, stage2, rates",
+    [  # the trainer's schedule: warm-up (step + 1) / warmup, then linear to 0 at the end
+        (0, 2, 2, [1.0, 0.75, 0.5, 0.25]),
+        (2, 3, 3, [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]),
+        (4, 4, 0, [0.25, 0.5, 0.75, 1.0]),
+        (3, 1, 1, [1 / 3, 2 / 3]),  # warm-up longer than the run
+    ],
+)
+def test_learning_rate_schedule_step_by_step(warmup, stage1, stage2, rates):
+    cfg = TrainConfig(
+        output="o", lr=2e-4, warmup_steps=warmup, stage1_steps=stage1, stage2_steps=stage2
+    )
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    scheduler = train.make_scheduler(optimizer, cfg)
+    seen = []
+    for _ in range(cfg.total_steps):  # as train_step: the rate it logs, then step both
+        seen.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx([cfg.lr * r for r in rates], rel=1e-12, abs=0)
