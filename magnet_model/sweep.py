@@ -22,6 +22,7 @@ CONFIG.json (only "configs" is required):
       "evaluate": ["--tasks", "infill,knowledge", "--n-passages", "60"],  # evaluator flags
       "systems": ["base"],        # evaluated beside each adapter (base: for the PPL ratio)
       "probe_steps": 3,           # steps per stage in the timing probe
+      "max_steps": null,          # cap on each configuration's planned steps (a quick check)
       "stage2_share": 0.5,        # share of the steps in stage 2 (0: stage 1 only)
       "eval_share": 0.25          # share of the budget kept for evaluation
     }
@@ -88,6 +89,7 @@ class SweepConfig:
     evaluate: list[str] = field(default_factory=list)
     systems: list[str] = field(default_factory=lambda: ["base"])
     probe_steps: int = 3
+    max_steps: int | None = None  # cap on the planned steps: a quick check of a config
     stage2_share: float = 0.5
     eval_share: float = 0.25
 
@@ -145,6 +147,10 @@ def load_config(path: Path) -> SweepConfig:
     if not isinstance(probe, int) or isinstance(probe, bool) or probe < 1:
         raise ConfigError(f"'probe_steps' must be a whole number >= 1, not {probe!r}.")
     cfg.probe_steps = probe
+    cap = raw.get("max_steps")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise ConfigError(f"'max_steps' must be a whole number >= 1 or null, not {cap!r}.")
+    cfg.max_steps = cap
     for key, lo, hi in (("stage2_share", 0.0, 1.0), ("eval_share", 0.0, 0.9)):
         v = raw.get(key, getattr(cfg, key))
         if not isinstance(v, int | float) or isinstance(v, bool) or not lo <= v <= hi:
@@ -312,6 +318,8 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
     spent = time.monotonic() - t_start
     train_s = budget * (1 - cfg.eval_share) - spent
     steps = plan_steps(probes, train_s)
+    if cfg.max_steps is not None:
+        steps = {n: min(s, cfg.max_steps) for n, s in steps.items()}
     short = [n for n, s in steps.items() if s < 1]
     if short:
         raise MagnetError(
