@@ -34,11 +34,13 @@ from .errors import (
 )
 from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
 from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
+from .queries import label_of
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
 from .results import StudyResults
-from .schema import ARENA_SEEN_UNBLINDED
+from .schema import ARENA_SEEN_UNBLINDED, ARENA_STUDY
 from .settings import DBSettings, default_db_path, sqlite_url
-from .store import ARENA_STUDY, AnnotationStore, check_study_name, label_of
+from .store import AnnotationStore
+from .validate import check_study_name
 from .views import (
     Invite,
     ItemIn,
