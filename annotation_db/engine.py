@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .errors import AnnotationError, StorageError
-from .schema import Base
+from .migrate import upgrade
 from .settings import DBSettings
 
 T = TypeVar("T")
@@ -130,7 +130,7 @@ class Database:
             threading.Lock() if is_sqlite(self.engine) else None
         )
         if create:
-            self.create_all()
+            self.migrate()
         self.check_writable()
 
     def check_writable(self) -> None:
@@ -151,11 +151,9 @@ class Database:
         with suppress(_RolledBack):
             self.write(probe, _wrap=False)
 
-    def create_all(self) -> None:
-        def run() -> None:
-            Base.metadata.create_all(self.engine)
-
-        retry(run, deadline_s=60)
+    def migrate(self) -> None:
+        """Create a new database, or upgrade an existing one, to the newest schema revision."""
+        retry(lambda: upgrade(self.engine), deadline_s=60)
 
     def dispose(self) -> None:
         self.engine.dispose()

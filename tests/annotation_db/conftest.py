@@ -39,6 +39,8 @@ def fresh_pg_store() -> AnnotationStore:
     url = pg_url_or_skip()
     eng = create_engine(url)
     Base.metadata.drop_all(eng)
+    with eng.begin() as c:  # the store creates the schema again through its migrations
+        c.execute(text("DROP TABLE IF EXISTS alembic_version"))
     eng.dispose()
     return AnnotationStore(settings=DBSettings(url=url))
 
