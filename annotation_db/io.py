@@ -1,6 +1,8 @@
 """Import of items/outputs (JSONL, CSV) and export of ratings (CSV, JSONL, datasets layout).
 
 Imports are validated completely before anything is written; an error names file and line.
+``read_records`` is the package's one CSV/JSONL reader (annotation_db does not import
+magnet_model, which has its own for corpora); export takes a session, not a store.
 """
 
 from __future__ import annotations
@@ -58,12 +60,12 @@ def _private_open(path: Path, newline: str | None = None):  # noqa: ANN202 - a t
 
 def read_items(path: str | os.PathLike[str]) -> list[ItemIn]:
     """Items from ``.jsonl`` (one object per line) or ``.csv`` (header: key,text,...)."""
-    return [_build(ItemIn, rec, where) for rec, where in _records(Path(path), "item")]
+    return [_build(ItemIn, rec, where) for rec, where in read_records(Path(path), "item")]
 
 
 def read_outputs(path: str | os.PathLike[str]) -> list[OutputIn]:
     """Outputs from ``.jsonl`` or ``.csv`` (header: item_key,system,text,...)."""
-    return [_build(OutputIn, rec, where) for rec, where in _records(Path(path), "output")]
+    return [_build(OutputIn, rec, where) for rec, where in read_records(Path(path), "output")]
 
 
 def write_items(path: str | os.PathLike[str], items: Iterable[ItemIn] | Iterable[OutputIn]) -> Path:
@@ -77,7 +79,10 @@ def write_items(path: str | os.PathLike[str], items: Iterable[ItemIn] | Iterable
     return p
 
 
-def _records(path: Path, what: str) -> Iterable[tuple[dict[str, Any], str]]:
+def read_records(path: Path, what: str) -> list[tuple[dict[str, Any], str]]:
+    """Each record of a ``.jsonl`` (also ``.json``, ``.ndjson``: one object per line) or
+    ``.csv`` file with where it came from (``"file:line"``); ``ImportFormatError`` naming file
+    and line for anything unreadable. ``what`` names the records in messages ("item")."""
     if not path.is_file():
         raise ImportFormatError(f"{path}: no such file")
     if path.stat().st_size > MAX_IMPORT_BYTES:

@@ -24,6 +24,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 from .errors import StorageError
+from .schema import Base
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 BASELINE = "0001_baseline"
@@ -148,3 +149,11 @@ def _check_like_baseline(conn: Connection) -> None:
             f"lacks {', '.join(missing)}; export its ratings with the version that made it, "
             "or set MAGNET_DB_PATH or MAGNET_DB_URL to a new database."
         )
+
+
+def drop_schema(engine: Engine) -> None:
+    """Drop every annotation_db table and the revision stamp, so that the next store opening
+    the database creates it afresh (tests and benchmarks on a shared PostgreSQL database)."""
+    Base.metadata.drop_all(engine)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))

@@ -14,7 +14,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from annotation_db import AnnotationStore, StorageError, get_draft
-from annotation_db.migrate import BASELINE, alembic_config, current_revision, head_revision
+from annotation_db.migrate import (
+    BASELINE,
+    alembic_config,
+    current_revision,
+    drop_schema,
+    head_revision,
+)
 from annotation_db.schema import Base
 
 OLD_DB = Path(__file__).parent / "data" / "annotations_before_alembic.sqlite3"
@@ -124,3 +130,11 @@ def test_database_older_than_the_baseline_is_refused(tmp_path):
 
 def test_baseline_is_the_first_revision():
     assert ScriptDirectory.from_config(alembic_config()).get_base() == BASELINE
+
+
+def test_drop_schema_lets_the_next_store_start_afresh(store, adb):
+    items, outputs = adb.make_items(1)
+    store.create_study("s", items, outputs)
+    drop_schema(store.db.engine)
+    with AnnotationStore(settings=store.settings) as again:
+        assert again.list_studies() == [] and _revision(again) == head_revision()
