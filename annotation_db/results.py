@@ -5,6 +5,11 @@ appropriate has a Wilson interval at the effective sample size (the raters of on
 one cluster; ``stats.clustered_proportion``). Raters whose attention-check
 failure share exceeds ``exclude_failing_share`` are left out of every number except the
 attention table itself, which lists who was excluded and why.
+
+Two halves: ``load_study`` reads what the numbers need in one session (SQL only) into plain
+dataclasses (``StudyData``); ``summarize`` and the functions it calls (``attention_checks``,
+``system_results``, ``preference_results``, ``agreement``, ``time_stats``) compute from those,
+with no database, so each can be tested on hand-made data.
 """
 
 from __future__ import annotations
@@ -255,8 +260,6 @@ def compute_results(
     min_n: int = MIN_N,
 ) -> StudyResults:
     """``load_study`` then ``summarize``: the results of one study from one snapshot."""
-    if exclude_failing_share is not None and not 0 <= exclude_failing_share <= 1:
-        raise InvalidInputError("exclude_failing_share must be between 0 and 1")
     return summarize(
         load_study(s, study),
         exclude_failing_share=exclude_failing_share,
