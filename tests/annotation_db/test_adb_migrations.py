@@ -3,8 +3,11 @@ adopted with every row kept, a newer or older-than-baseline one is refused with 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,33 @@ def test_drop_schema_lets_the_next_store_start_afresh(store, adb):
     drop_schema(store.db.engine)
     with AnnotationStore(settings=store.settings) as again:
         assert again.list_studies() == [] and _revision(again) == head_revision()
+
+
+def test_processes_opening_a_new_database_at_once_create_it_once(tmp_path):
+    """The schema is made in one transaction: the others wait for it and find it at head."""
+    path = tmp_path / "new.sqlite3"
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = (
+        "import sys; from annotation_db import AnnotationStore; "
+        "print(AnnotationStore(sys.argv[1]).list_studies())"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", child, f"sqlite:///{path}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [(p.returncode, out) for p, (out, _) in zip(procs, outs, strict=True)] == [
+        (0, "[]\n")
+    ] * 3, [err for _, err in outs]
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
+    con.close()
+    with AnnotationStore(path=path) as store:
+        assert _schema_diff(store) == []
