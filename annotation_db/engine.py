@@ -107,13 +107,21 @@ class Database:
         try:
             self._open(create)
         except AnnotationError:
+            self._dispose_if_open()
             raise
         except (OSError, DBAPIError) as e:
+            self._dispose_if_open()
             raise StorageError(
                 f"The database {_where(settings)} cannot be opened for writing ({_reason(e)}); "
                 "check that its folder exists and is writable, or set MAGNET_DB_PATH or "
                 "MAGNET_DB_URL."
             ) from e
+
+    def _dispose_if_open(self) -> None:
+        """A store that failed to open keeps no connection (a server's slots are few)."""
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.dispose()
 
     def _open(self, create: bool) -> None:
         settings = self.settings

@@ -66,6 +66,7 @@ def current_revision(conn: Connection) -> str | None:
 
 def upgrade(engine: Engine) -> None:
     """Bring the database to head (see the module docstring). ``StorageError`` if it cannot."""
+    where = engine.url.render_as_string(hide_password=True)
     with engine.connect() as conn:
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:
@@ -75,13 +76,13 @@ def upgrade(engine: Engine) -> None:
             conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
         try:
             with conn.begin():
-                _upgrade_in_transaction(conn, sqlite)
+                _upgrade_in_transaction(conn, sqlite, where)
         finally:
             if sqlite:
                 conn.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
-def _upgrade_in_transaction(conn: Connection, sqlite: bool) -> None:
+def _upgrade_in_transaction(conn: Connection, sqlite: bool, where: str) -> None:
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
     head = head_revision()
@@ -92,11 +93,11 @@ def _upgrade_in_transaction(conn: Connection, sqlite: bool) -> None:
     cfg.attributes["connection"] = conn
     if current is None:
         if inspect(conn).has_table("study"):
-            _check_like_baseline(conn)
+            _check_like_baseline(conn, where)
             command.stamp(cfg, BASELINE)
     elif current not in _known_revisions():
         raise StorageError(
-            f"The database is at schema revision {current!r}, which this version of "
+            f"The database {where} is at schema revision {current!r}, which this version of "
             f"annotation_db does not know (its newest is {head!r}): it was made by a newer "
             "annotation_db. Upgrade annotation_db, or set MAGNET_DB_PATH or MAGNET_DB_URL to "
             "another database."
@@ -105,7 +106,10 @@ def _upgrade_in_transaction(conn: Connection, sqlite: bool) -> None:
     if sqlite:
         bad = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
         if bad:  # raising rolls the whole upgrade back
-            raise StorageError(f"the schema upgrade would break {len(bad)} foreign key(s)")
+            raise StorageError(
+                f"upgrading the schema of {where} would break {len(bad)} foreign key(s); "
+                "nothing was changed"
+            )
 
 
 def _known_revisions() -> set[str]:
@@ -131,7 +135,7 @@ def _baseline_columns() -> dict[str, frozenset[str]]:
         engine.dispose()
 
 
-def _check_like_baseline(conn: Connection) -> None:
+def _check_like_baseline(conn: Connection, where: str) -> None:
     """A database without ``alembic_version`` is adopted only if it has every table and column
     of the baseline (made by annotation_db just before migrations); an older one is refused."""
     insp = inspect(conn)
@@ -145,7 +149,7 @@ def _check_like_baseline(conn: Connection) -> None:
         missing += [f"{table}.{c}" for c in sorted(cols - present)]
     if missing:
         raise StorageError(
-            "The database was made by an annotation_db older than its first migration and "
+            f"The database {where} was made by an annotation_db older than its first migration and "
             f"lacks {', '.join(missing)}; export its ratings with the version that made it, "
             "or set MAGNET_DB_PATH or MAGNET_DB_URL to a new database."
         )
