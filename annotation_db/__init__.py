@@ -8,9 +8,28 @@ Start with ``AnnotationStore`` (see README.md in this folder)::
     item = store.next_item(invite.token)            # blind: labels A, B, ... and texts only
     store.submit(invite.token, item.assignment_id, {"A": {"appropriate": True, ...}, ...})
     store.results("pilot").to_dict()
+
+Layout: each module imports only modules listed above it, so there is no import circle::
+
+    errors, settings, questions, views, schema   typed errors, MAGNET_DB_* settings, question
+                                                 specs, rater/admin dataclasses, the tables
+    migrate, migrations/                         Alembic revisions, run when a store opens
+    engine                                       engines, one unit of work per call, retries
+    validate                                     checks and limits on what callers send (pure)
+    queries                                      shared reads: study, progress, token lookup
+    stats, planner, gold                         pure: Wilson, bootstrap, Bradley-Terry,
+                                                 alpha; study size; attention-check items
+    results                                      load_study (SQL) + summarize (pure statistics)
+    io                                           CSV/JSONL import (the package's one reader),
+                                                 export_rows(session, study), export writers
+    backup                                       SQLite online backup
+    store                                        AnnotationStore: the API, one transaction each
+    drafts, simulate, report                     built on the store: studies generated in
+                                                 steps, simulated raters, the HTML report
+    cli                                          ``python -m annotation_db``
 """
 
-from .drafts import (  # also registers the draft tables before any store creates them
+from .drafts import (  # also puts the draft tables in Base.metadata (for the migrations)
     Draft,
     discard_draft,
     finish_draft,
@@ -34,11 +53,13 @@ from .errors import (
 )
 from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
 from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
+from .queries import label_of
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
 from .results import StudyResults
-from .schema import ARENA_SEEN_UNBLINDED
+from .schema import ARENA_SEEN_UNBLINDED, ARENA_STUDY
 from .settings import DBSettings, default_db_path, sqlite_url
-from .store import ARENA_STUDY, AnnotationStore, check_study_name, label_of
+from .store import AnnotationStore
+from .validate import check_study_name
 from .views import (
     Invite,
     ItemIn,

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .errors import AnnotationError, StorageError
-from .schema import Base
+from .migrate import upgrade
 from .settings import DBSettings
 
 T = TypeVar("T")
@@ -107,13 +107,21 @@ class Database:
         try:
             self._open(create)
         except AnnotationError:
+            self._dispose_if_open()
             raise
         except (OSError, DBAPIError) as e:
+            self._dispose_if_open()
             raise StorageError(
                 f"The database {_where(settings)} cannot be opened for writing ({_reason(e)}); "
                 "check that its folder exists and is writable, or set MAGNET_DB_PATH or "
                 "MAGNET_DB_URL."
             ) from e
+
+    def _dispose_if_open(self) -> None:
+        """A store that failed to open keeps no connection (a server's slots are few)."""
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.dispose()
 
     def _open(self, create: bool) -> None:
         settings = self.settings
@@ -130,7 +138,7 @@ class Database:
             threading.Lock() if is_sqlite(self.engine) else None
         )
         if create:
-            self.create_all()
+            self.migrate()
         self.check_writable()
 
     def check_writable(self) -> None:
@@ -151,11 +159,9 @@ class Database:
         with suppress(_RolledBack):
             self.write(probe, _wrap=False)
 
-    def create_all(self) -> None:
-        def run() -> None:
-            Base.metadata.create_all(self.engine)
-
-        retry(run, deadline_s=60)
+    def migrate(self) -> None:
+        """Create a new database, or upgrade an existing one, to the newest schema revision."""
+        retry(lambda: upgrade(self.engine), deadline_s=60)
 
     def dispose(self) -> None:
         self.engine.dispose()

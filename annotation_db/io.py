@@ -1,6 +1,8 @@
 """Import of items/outputs (JSONL, CSV) and export of ratings (CSV, JSONL, datasets layout).
 
 Imports are validated completely before anything is written; an error names file and line.
+``read_records`` is the package's one CSV/JSONL reader (annotation_db does not import
+magnet_model, which has its own for corpora); export takes a session, not a store.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from .errors import ImportFormatError, InvalidInputError
+from .queries import as_utc, get_study, label_of
 from .schema import Assignment, Item, Output, Rater, Rating, Study
 from .views import ItemIn, OutputIn
-
-if TYPE_CHECKING:
-    from .store import AnnotationStore
 
 FORMATS = ("csv", "jsonl", "datasets")
 MAX_IMPORT_BYTES = 200 * 1024 * 1024
@@ -59,12 +60,12 @@ def _private_open(path: Path, newline: str | None = None):  # noqa: ANN202 - a t
 
 def read_items(path: str | os.PathLike[str]) -> list[ItemIn]:
     """Items from ``.jsonl`` (one object per line) or ``.csv`` (header: key,text,...)."""
-    return [_build(ItemIn, rec, where) for rec, where in _records(Path(path), "item")]
+    return [_build(ItemIn, rec, where) for rec, where in read_records(Path(path), "item")]
 
 
 def read_outputs(path: str | os.PathLike[str]) -> list[OutputIn]:
     """Outputs from ``.jsonl`` or ``.csv`` (header: item_key,system,text,...)."""
-    return [_build(OutputIn, rec, where) for rec, where in _records(Path(path), "output")]
+    return [_build(OutputIn, rec, where) for rec, where in read_records(Path(path), "output")]
 
 
 def write_items(path: str | os.PathLike[str], items: Iterable[ItemIn] | Iterable[OutputIn]) -> Path:
@@ -78,7 +79,10 @@ def write_items(path: str | os.PathLike[str], items: Iterable[ItemIn] | Iterable
     return p
 
 
-def _records(path: Path, what: str) -> Iterable[tuple[dict[str, Any], str]]:
+def read_records(path: Path, what: str) -> list[tuple[dict[str, Any], str]]:
+    """Each record of a ``.jsonl`` (also ``.json``, ``.ndjson``: one object per line) or
+    ``.csv`` file with where it came from (``"file:line"``); ``ImportFormatError`` naming file
+    and line for anything unreadable. ``what`` names the records in messages ("item")."""
     if not path.is_file():
         raise ImportFormatError(f"{path}: no such file")
     if path.stat().st_size > MAX_IMPORT_BYTES:
@@ -163,80 +167,83 @@ def _build(cls: type, rec: Mapping[str, Any], where: str) -> Any:
 # ---------------------------------------------------------------------- export
 
 
-def export_rows(store: AnnotationStore, study: str) -> list[dict[str, Any]]:
-    """One row per rating, with item, output, system and the order shown to the rater."""
-    from .store import _as_utc, _get_study, label_of
+def export_rows(s: Session, study: str) -> list[dict[str, Any]]:
+    """One row per rating, with item, output, system and the order shown to the rater.
 
-    def fn(s) -> list[dict[str, Any]]:  # noqa: ANN001
-        st: Study = _get_study(s, study)
-        q = (
-            select(Rating, Output, Item, Assignment, Rater)
-            .join(Output, Output.id == Rating.output_id)
-            .join(Item, Item.id == Output.item_id)
-            .join(Assignment, Assignment.id == Rating.assignment_id)
-            .join(Rater, Rater.id == Rating.rater_id)
-            .where(Item.study_id == st.id)
-            .order_by(Rater.id, Assignment.position, Rating.position)
+    Reads in the caller's session (``store.db.read(lambda s: export_rows(s, "pilot"))``)."""
+    st: Study = get_study(s, study)
+    q = (
+        select(Rating, Output, Item, Assignment, Rater)
+        .join(Output, Output.id == Rating.output_id)
+        .join(Item, Item.id == Output.item_id)
+        .join(Assignment, Assignment.id == Rating.assignment_id)
+        .join(Rater, Rater.id == Rating.rater_id)
+        .where(Item.study_id == st.id)
+        .order_by(Rater.id, Assignment.position, Rating.position)
+    )
+    systems = {
+        o.id: o.system for o in s.scalars(select(Output).join(Item).where(Item.study_id == st.id))
+    }
+    rows = []
+    for r, o, it, a, rater in s.execute(q):
+        shown, answered = as_utc(r.shown_at), as_utc(r.answered_at)
+        if a.preference == "choice":
+            pref = label_of(a.output_order.index(a.preferred_output_id))
+        else:
+            pref = a.preference
+        rows.append(
+            {
+                "study": st.name,
+                "rater_id": rater.id,
+                "rater": rater.display_name,
+                "item_key": it.key,
+                "item_position": a.position,
+                "is_gold": it.is_gold,
+                "item_text": it.text,
+                "original": it.original,
+                "source": it.source,
+                "output_label": label_of(r.position),
+                "output_position": r.position,
+                "system": o.system,
+                "model": o.model,
+                "adapter_revision": o.adapter_revision,
+                "decoding": o.decoding,
+                "seed": o.seed,
+                "gold_role": o.gold_role,
+                "output_text": o.text,
+                "fills": o.fills,
+                "answers": r.answers,
+                "preference": pref,
+                "preferred_system": systems.get(a.preferred_output_id),
+                "preferred": a.preferred_output_id == o.id,
+                "comment": a.comment,
+                "gold_passed": a.gold_passed,
+                "shown_at": shown.isoformat(),
+                "answered_at": answered.isoformat(),
+                "seconds": (answered - shown).total_seconds(),
+            }
         )
-        systems = {
-            o.id: o.system
-            for o in s.scalars(select(Output).join(Item).where(Item.study_id == st.id))
-        }
-        rows = []
-        for r, o, it, a, rater in s.execute(q):
-            shown, answered = _as_utc(r.shown_at), _as_utc(r.answered_at)
-            if a.preference == "choice":
-                pref = label_of(a.output_order.index(a.preferred_output_id))
-            else:
-                pref = a.preference
-            rows.append(
-                {
-                    "study": st.name,
-                    "rater_id": rater.id,
-                    "rater": rater.display_name,
-                    "item_key": it.key,
-                    "item_position": a.position,
-                    "is_gold": it.is_gold,
-                    "item_text": it.text,
-                    "original": it.original,
-                    "source": it.source,
-                    "output_label": label_of(r.position),
-                    "output_position": r.position,
-                    "system": o.system,
-                    "model": o.model,
-                    "adapter_revision": o.adapter_revision,
-                    "decoding": o.decoding,
-                    "seed": o.seed,
-                    "gold_role": o.gold_role,
-                    "output_text": o.text,
-                    "fills": o.fills,
-                    "answers": r.answers,
-                    "preference": pref,
-                    "preferred_system": systems.get(a.preferred_output_id),
-                    "preferred": a.preferred_output_id == o.id,
-                    "comment": a.comment,
-                    "gold_passed": a.gold_passed,
-                    "shown_at": shown.isoformat(),
-                    "answered_at": answered.isoformat(),
-                    "seconds": (answered - shown).total_seconds(),
-                }
-            )
-        return rows
-
-    return store.db.read(fn)
+    return rows
 
 
-def export_study(store: AnnotationStore, study: str, fmt: str, out: Path) -> Path:
+def write_export(
+    study: str,
+    rows: list[dict[str, Any]],
+    items: list[ItemIn],
+    outputs: list[OutputIn],
+    fmt: str,
+    out: Path,
+) -> Path:
+    """Write ``export_rows`` as ``fmt`` (csv, jsonl, or a datasets folder with the items and
+    outputs beside the ratings); files readable by their owner only."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"format must be one of {FORMATS}, got {fmt!r}")
-    rows = export_rows(store, study)
     if fmt == "jsonl":
         _write_jsonl(out, rows)
         return out
     if fmt == "csv":
         _write_csv(out, _flatten(rows), neutralize=True)
         return out
-    items, outputs = store.items(study)
     out.mkdir(parents=True, exist_ok=True)
     _write_jsonl(out / "ratings.jsonl", [_flat_answers(r) for r in rows])
     _write_jsonl(out / "items.jsonl", [asdict(i) for i in items])

@@ -5,12 +5,18 @@ appropriate has a Wilson interval at the effective sample size (the raters of on
 one cluster; ``stats.clustered_proportion``). Raters whose attention-check
 failure share exceeds ``exclude_failing_share`` are left out of every number except the
 attention table itself, which lists who was excluded and why.
+
+Two halves: ``load_study`` reads what the numbers need in one session (SQL only) into plain
+dataclasses (``StudyData``); ``summarize`` and the functions it calls (``attention_checks``,
+``system_results``, ``preference_results``, ``agreement``, ``time_stats``) compute from those,
+with no database, so each can be tested on hand-made data.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +25,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .errors import InvalidInputError
+from .queries import questions_of, study_progress
 from .questions import ALL_BAD, TIE, Question
 from .schema import ARENA_SEEN_UNBLINDED, Assignment, Item, Output, Rater, Rating, Study
 from .stats import (
@@ -138,6 +145,109 @@ def _clean(x: Any) -> Any:
     return x
 
 
+# ---------------------------------------------------------------------- loading (SQL)
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One answered assignment: an item judged by a rater."""
+
+    rater_id: int
+    item_id: int
+    is_gold: bool
+    gold_passed: bool | None
+    preference: str | None  # "choice", "tie", "all_bad" or None
+    preferred_output_id: int | None
+    output_order: list[int]
+    seconds: float | None  # from shown to answered
+
+
+@dataclass(frozen=True)
+class OutputRow:
+    id: int
+    item_id: int
+    system: str
+
+
+@dataclass(frozen=True)
+class RatingRow:
+    rater_id: int
+    output_id: int
+    answers: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """Everything the statistics need, read in one snapshot; plain values, no ORM rows."""
+
+    name: str
+    questions: list[Question]
+    raters: dict[int, str]  # rater id -> display name
+    judgments: list[Judgment]  # answered assignments, gold included
+    outputs: dict[int, OutputRow]  # outputs of regular (non-gold) items
+    ratings: list[RatingRow]  # ratings of those outputs
+    n_seen_unblinded: int
+    progress: StudyProgress
+
+
+def load_study(s: Session, study: Study) -> StudyData:
+    """Read a study's answered assignments, outputs and ratings (SQL only, no statistics)."""
+    assignments = s.execute(
+        select(Assignment, Item.is_gold)
+        .join(Item, Item.id == Assignment.item_id)
+        .where(Item.study_id == study.id, Assignment.completed_at.is_not(None))
+    ).all()
+    judgments = [
+        Judgment(
+            a.rater_id,
+            a.item_id,
+            bool(is_gold),
+            a.gold_passed,
+            a.preference,
+            a.preferred_output_id,
+            list(a.output_order),
+            (a.completed_at - a.shown_at).total_seconds() if a.shown_at is not None else None,
+        )
+        for a, is_gold in assignments
+    ]
+    raters = {
+        r.id: r.display_name for r in s.scalars(select(Rater).where(Rater.study_id == study.id))
+    }
+    seen_unblinded = (
+        s.scalar(
+            select(func.count(Item.id)).where(
+                Item.study_id == study.id, Item.source == ARENA_SEEN_UNBLINDED
+            )
+        )
+        or 0
+    )
+    outputs = {
+        o.id: OutputRow(o.id, o.item_id, o.system)
+        for o in s.scalars(
+            select(Output).join(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+    }
+    ratings = [
+        RatingRow(r.rater_id, r.output_id, dict(r.answers))
+        for r in s.scalars(
+            select(Rating)
+            .join(Output)
+            .join(Item)
+            .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+    ]
+    return StudyData(
+        name=study.name,
+        questions=questions_of(study),
+        raters=raters,
+        judgments=judgments,
+        outputs=outputs,
+        ratings=ratings,
+        n_seen_unblinded=seen_unblinded,
+        progress=study_progress(s, study),
+    )
+
+
 def compute_results(
     s: Session,
     study: Study,
@@ -149,28 +259,93 @@ def compute_results(
     bt_prior: float = 0.5,
     min_n: int = MIN_N,
 ) -> StudyResults:
-    from .store import _questions, _study_progress  # shared helpers, no import cycle at load
+    """``load_study`` then ``summarize``: the results of one study from one snapshot."""
+    return summarize(
+        load_study(s, study),
+        exclude_failing_share=exclude_failing_share,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        bt_prior=bt_prior,
+        min_n=min_n,
+    )
 
+
+# ---------------------------------------------------------------------- statistics (pure)
+
+
+def summarize(
+    data: StudyData,
+    *,
+    exclude_failing_share: float | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    bt_prior: float = 0.5,
+    min_n: int = MIN_N,
+) -> StudyResults:
+    """Every number of ``StudyResults`` from loaded data; no database needed."""
     if exclude_failing_share is not None and not 0 <= exclude_failing_share <= 1:
         raise InvalidInputError("exclude_failing_share must be between 0 and 1")
-    qs: list[Question] = _questions(study)
+    attention, excluded = attention_checks(data.raters, data.judgments, exclude_failing_share)
+    regular = [j for j in data.judgments if not j.is_gold and j.rater_id not in excluded]
+    ratings = [r for r in data.ratings if r.rater_id not in excluded]
+    system_names = sorted({o.system for o in data.outputs.values()})
+    counts, pairwise, bt = preference_results(
+        system_names,
+        data.outputs,
+        regular,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        bt_prior=bt_prior,
+        min_n=min_n,
+    )
+    return StudyResults(
+        study=data.name,
+        confidence=confidence,
+        min_n=min_n,
+        exclude_failing_share=exclude_failing_share,
+        n_raters_included=len(data.raters) - len(excluded),
+        n_raters_excluded=len(excluded),
+        n_judgments=len(regular),
+        systems=system_results(
+            data.questions,
+            system_names,
+            data.outputs,
+            ratings,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            min_n=min_n,
+        ),
+        pairwise=pairwise,
+        bradley_terry=bt,
+        preference_counts=counts,
+        agreement=agreement(data.questions, data.outputs, ratings, regular),
+        attention=attention,
+        time_per_item=time_stats(regular),
+        progress=data.progress,
+        n_raters_checked=sum(1 for a in attention if a.gold_done),
+        n_raters_failed_attention=sum(1 for a in attention if a.gold_failed),
+        n_votes_seen_unblinded=data.n_seen_unblinded,
+    )
 
-    assignments = s.execute(
-        select(Assignment, Item.is_gold)
-        .join(Item, Item.id == Assignment.item_id)
-        .where(Item.study_id == study.id, Assignment.completed_at.is_not(None))
-    ).all()
-    raters = {r.id: r for r in s.scalars(select(Rater).where(Rater.study_id == study.id))}
 
-    # -- attention checks
+def attention_checks(
+    raters: Mapping[int, str],
+    judgments: Sequence[Judgment],
+    exclude_failing_share: float | None,
+) -> tuple[list[AttentionResult], set[int]]:
+    """Attention checks per rater, and the raters whose failure share exceeds the limit."""
     gold_done: dict[int, int] = defaultdict(int)
     gold_failed: dict[int, int] = defaultdict(int)
-    for a, is_gold in assignments:
-        if is_gold:
-            gold_done[a.rater_id] += 1
-            gold_failed[a.rater_id] += a.gold_passed is False
+    for j in judgments:
+        if j.is_gold:
+            gold_done[j.rater_id] += 1
+            gold_failed[j.rater_id] += j.gold_passed is False
     attention, excluded = [], set()
-    for rid, r in sorted(raters.items()):
+    for rid, name in sorted(raters.items()):
         share = gold_failed[rid] / gold_done[rid] if gold_done[rid] else None
         out = (
             exclude_failing_share is not None
@@ -179,50 +354,33 @@ def compute_results(
         )
         if out:
             excluded.add(rid)
-        attention.append(
-            AttentionResult(rid, r.display_name, gold_done[rid], gold_failed[rid], share, out)
-        )
-    regular = [a for a, g in assignments if not g and a.rater_id not in excluded]
-    seen_unblinded = (
-        s.scalar(
-            select(func.count(Item.id)).where(
-                Item.study_id == study.id, Item.source == ARENA_SEEN_UNBLINDED
-            )
-        )
-        or 0
-    )
+        attention.append(AttentionResult(rid, name, gold_done[rid], gold_failed[rid], share, out))
+    return attention, excluded
 
-    # -- per-output ratings
-    outputs = {
-        o.id: o
-        for o in s.scalars(
-            select(Output).join(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
-        )
-    }
-    ratings = [
-        r
-        for r in s.scalars(
-            select(Rating)
-            .join(Output)
-            .join(Item)
-            .where(Item.study_id == study.id, Item.is_gold.is_(False))
-        )
-        if r.rater_id not in excluded
-    ]
-    system_names = sorted({o.system for o in outputs.values()})
-    sys_index = {name: i for i, name in enumerate(system_names)}
-    by_system: dict[str, list[Rating]] = defaultdict(list)
+
+def system_results(
+    questions: Sequence[Question],
+    system_names: Sequence[str],
+    outputs: Mapping[int, OutputRow],
+    ratings: Sequence[RatingRow],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    min_n: int = MIN_N,
+) -> list[SystemResult]:
+    """Per system: share judged appropriate (clustered Wilson) and Likert means (BCa)."""
+    by_system: dict[str, list[RatingRow]] = defaultdict(list)
     for r in ratings:
         by_system[outputs[r.output_id].system].append(r)
-    n_outputs = defaultdict(int)
+    n_outputs: dict[str, int] = defaultdict(int)
     for o in outputs.values():
         n_outputs[o.system] += 1
-
     systems = []
     for name in system_names:
         rs = by_system[name]
         appr = None
-        if any(q.kind == "appropriate" for q in qs):
+        if any(q.kind == "appropriate" for q in questions):
             # The raters of one output judge the same text: one cluster per output.
             per_output: dict[int, list[bool]] = defaultdict(list)
             for r in rs:
@@ -234,7 +392,7 @@ def compute_results(
                 confidence,
             )
         likert = {}
-        for q in qs:
+        for q in questions:
             if q.kind != "likert":
                 continue
             # Cluster bootstrap by item: average the raters of each item first, so that an
@@ -250,12 +408,26 @@ def compute_results(
                 ci = MeanCI(n_ratings, ci.mean, math.nan, math.nan)
             likert[q.name] = MeanCI(n_ratings, ci.mean, ci.low, ci.high)
         systems.append(SystemResult(name, n_outputs[name], len(rs), appr, likert))
+    return systems
 
-    # -- preferences: pairwise win rates and Bradley-Terry
+
+def preference_results(
+    system_names: Sequence[str],
+    outputs: Mapping[int, OutputRow],
+    judgments: Sequence[Judgment],
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    bt_prior: float = 0.5,
+    min_n: int = MIN_N,
+) -> tuple[dict[str, int], list[PairwiseResult], list[BTScore]]:
+    """Preference counts, pairwise win rates (ties half) and Bradley-Terry scores."""
+    sys_index = {name: i for i, name in enumerate(system_names)}
     pref_counts = {"choice": 0, TIE: 0, ALL_BAD: 0}
     contributions = []
     S = len(system_names)
-    for a in regular:
+    for a in judgments:
         if a.preference is None:
             continue
         pref_counts[a.preference] += 1
@@ -277,52 +449,60 @@ def compute_results(
     shown_in = np.zeros(S, dtype=int)  # preference judgments that showed each system
     for m in contributions:
         shown_in += (m.sum(axis=0) + m.sum(axis=1)) > 0
-    pairwise, bt = [], []
-    if contributions:
-        pb = bootstrap_pairwise(
-            np.stack(contributions),
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            prior=bt_prior,
-        )
-        for i in range(S):
-            for j in range(i + 1, S):
-                if pb.counts[i, j] > 0:
-                    note = not_enough(float(pb.counts[i, j]), min_n)
-                    pairwise.append(
-                        PairwiseResult(
-                            system_names[i],
-                            system_names[j],
-                            float(pb.counts[i, j]),
-                            float(pb.win_rate[i, j]),
-                            None if note else float(pb.win_low[i, j]),
-                            None if note else float(pb.win_high[i, j]),
-                            note,
-                        )
+    pairwise: list[PairwiseResult] = []
+    bt: list[BTScore] = []
+    if not contributions:
+        return pref_counts, pairwise, bt
+    pb = bootstrap_pairwise(
+        np.stack(contributions),
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        prior=bt_prior,
+    )
+    for i in range(S):
+        for j in range(i + 1, S):
+            if pb.counts[i, j] > 0:
+                note = not_enough(float(pb.counts[i, j]), min_n)
+                pairwise.append(
+                    PairwiseResult(
+                        system_names[i],
+                        system_names[j],
+                        float(pb.counts[i, j]),
+                        float(pb.win_rate[i, j]),
+                        None if note else float(pb.win_low[i, j]),
+                        None if note else float(pb.win_high[i, j]),
+                        note,
                     )
-        order = np.argsort(-pb.scores)
-        bt = []
-        for i in order:
-            note = not_enough(int(shown_in[i]), min_n)
-            bt.append(
-                BTScore(
-                    system_names[i],
-                    float(pb.scores[i]),
-                    None if note else float(pb.scores_low[i]),
-                    None if note else float(pb.scores_high[i]),
-                    int(shown_in[i]),
-                    note,
                 )
+    for i in np.argsort(-pb.scores):
+        note = not_enough(int(shown_in[i]), min_n)
+        bt.append(
+            BTScore(
+                system_names[i],
+                float(pb.scores[i]),
+                None if note else float(pb.scores_low[i]),
+                None if note else float(pb.scores_high[i]),
+                int(shown_in[i]),
+                note,
             )
+        )
+    return pref_counts, pairwise, bt
 
-    # -- agreement (Krippendorff's alpha over included raters)
-    rater_ids = sorted({r.rater_id for r in ratings} | {a.rater_id for a in regular})
+
+def agreement(
+    questions: Sequence[Question],
+    outputs: Mapping[int, OutputRow],
+    ratings: Sequence[RatingRow],
+    judgments: Sequence[Judgment],
+) -> list[Agreement]:
+    """Krippendorff's alpha per question: nominal for yes/no and preference, ordinal for Likert."""
+    rater_ids = sorted({r.rater_id for r in ratings} | {a.rater_id for a in judgments})
     rix = {rid: i for i, rid in enumerate(rater_ids)}
-    agreement = []
+    out = []
     out_ids = sorted(outputs)
     oix = {oid: i for i, oid in enumerate(out_ids)}
-    for q in qs:
+    for q in questions:
         if q.kind in ("appropriate", "likert"):
             mat = np.full((len(rater_ids), len(out_ids)), np.nan)
             for r in ratings:
@@ -330,11 +510,11 @@ def compute_results(
                     mat[rix[r.rater_id], oix[r.output_id]] = float(r.answers[q.name])
             level = "nominal" if q.kind == "appropriate" else "ordinal"
         elif q.kind == "preference":
-            items = sorted({a.item_id for a in regular if a.preference is not None})
+            items = sorted({a.item_id for a in judgments if a.preference is not None})
             iix = {iid: i for i, iid in enumerate(items)}
             mat = np.full((len(rater_ids), len(items)), np.nan)
             codes = {TIE: 0.0, ALL_BAD: -1.0}
-            for a in regular:
+            for a in judgments:
                 if a.preference is not None:
                     v = (
                         float(a.preferred_output_id)
@@ -348,37 +528,16 @@ def compute_results(
         pairable = int(((~np.isnan(mat)).sum(axis=0) >= 2).sum()) if mat.size else 0
         alpha = krippendorff_alpha(mat, level) if mat.size else None
         n_r = int((~np.isnan(mat)).any(axis=1).sum()) if mat.size else 0
-        agreement.append(Agreement(q.name, level, alpha, pairable, n_r))
+        out.append(Agreement(q.name, level, alpha, pairable, n_r))
+    return out
 
-    # -- time per item
-    secs = []
-    for a in regular:
-        if a.shown_at is not None and a.completed_at is not None:
-            secs.append((a.completed_at - a.shown_at).total_seconds())
-    times = TimeStats(
+
+def time_stats(judgments: Sequence[Judgment]) -> TimeStats:
+    """Seconds from shown to answered per item: median, mean, 90th percentile."""
+    secs = [j.seconds for j in judgments if j.seconds is not None]
+    return TimeStats(
         len(secs),
         float(np.median(secs)) if secs else None,
         float(np.mean(secs)) if secs else None,
         float(np.quantile(secs, 0.9)) if secs else None,
-    )
-
-    return StudyResults(
-        study=study.name,
-        confidence=confidence,
-        min_n=min_n,
-        exclude_failing_share=exclude_failing_share,
-        n_raters_included=len(raters) - len(excluded),
-        n_raters_excluded=len(excluded),
-        n_judgments=len(regular),
-        systems=systems,
-        pairwise=pairwise,
-        bradley_terry=bt,
-        preference_counts=pref_counts,
-        agreement=agreement,
-        attention=attention,
-        time_per_item=times,
-        progress=_study_progress(s, study),
-        n_raters_checked=sum(1 for n in gold_done.values() if n),
-        n_raters_failed_attention=sum(1 for n in gold_failed.values() if n),
-        n_votes_seen_unblinded=seen_unblinded,
     )

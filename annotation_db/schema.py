@@ -40,6 +40,8 @@ class Base(DeclarativeBase):
 STUDY_STATUSES = ("draft", "open", "closed")
 PREFERENCE_KINDS = ("choice", "tie", "all_bad")
 GOLD_ROLES = ("original", "corrupted")
+# The built-in study that holds the demo's blind votes (kind "arena").
+ARENA_STUDY = "arena"
 # Item.source of an arena vote whose visitor had seen the same text with the names shown.
 ARENA_SEEN_UNBLINDED = "arena:seen-unblinded"
 

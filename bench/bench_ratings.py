@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from annotation_db import AnnotationStore, DBSettings, ItemIn, OutputIn  # noqa: E402
-from annotation_db.schema import Base  # noqa: E402
+from annotation_db.migrate import drop_schema  # noqa: E402
 
 SYSTEMS = ("magnet", "base-zero-shot", "base-five-shot")
 QUESTIONS = ["appropriate", "likert:fluency", "preference"]
@@ -175,7 +175,7 @@ def main() -> int:
                     settings = DBSettings(url=f"sqlite:///{path}", synchronous=sync)
                 else:
                     eng = create_engine(settings.url)
-                    Base.metadata.drop_all(eng)
+                    drop_schema(eng)
                     eng.dispose()
                 store = AnnotationStore(settings=settings)
                 try:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from annotation_db import AnnotationStore, DBSettings, ItemIn, OutputIn
-from annotation_db.schema import Base
+from annotation_db.migrate import drop_schema
 
 PG_ENV = "MAGNET_TEST_PG_URL"
 _pg_reason: str | None = None
@@ -38,7 +38,7 @@ def pg_url_or_skip() -> str:
 def fresh_pg_store() -> AnnotationStore:
     url = pg_url_or_skip()
     eng = create_engine(url)
-    Base.metadata.drop_all(eng)
+    drop_schema(eng)  # the store creates it again through its migrations
     eng.dispose()
     return AnnotationStore(settings=DBSettings(url=url))
 
