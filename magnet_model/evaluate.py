@@ -286,7 +286,7 @@ def _hybrid(run: Run, s: System) -> bool:
     return meta is not None and meta.attention == "hybrid" and "msg" in meta.objectives
 
 
-def _sample(items: list, n: int, seed: int, tag: str) -> list:
+def _subsample(items: list, n: int, seed: int, tag: str) -> list:
     """n items, a seeded sample kept in order (all when n is 0 or larger than the list)."""
     if n == 0 or n >= len(items):
         return list(items)
@@ -423,7 +423,7 @@ def task_sts(run: Run) -> dict:
 
     from .data import load_sts_b
 
-    pairs = _sample(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
+    pairs = _subsample(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
     texts = list(dict.fromkeys(t for p in pairs for t in (p.sentence1, p.sentence2)))
     index = {t: i for i, t in enumerate(texts)}
     i1 = [index[p.sentence1] for p in pairs]
@@ -485,7 +485,7 @@ def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int, passages=None) 
         passages = wikipedia_paragraphs("heldout")
     ids = tokenizer(passages, add_special_tokens=False).input_ids
     long = [x[:n_tokens] for x in ids if len(x) >= 2 * n_tokens]
-    return [tokenizer.decode(x) for x in _sample(long, n, seed, "prompts")]
+    return [tokenizer.decode(x) for x in _subsample(long, n, seed, "prompts")]
 
 
 # Short open prompts: a topic and nothing else. A model that lost its causal mode loops here
@@ -544,7 +544,7 @@ def task_repetition(run: Run) -> dict:
 
 def task_knowledge(run: Run) -> dict:
     e, z = run.engine, run.cfg.sizes
-    texts = _sample(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
+    texts = _subsample(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
 
     def one(s: System) -> dict:
         nll, n = scoring.causal_nll(e, texts, s.name, z.ppl_tokens, run.cfg.batch_size)

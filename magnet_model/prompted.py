@@ -45,6 +45,9 @@ class PromptPrefixes:
         self.runner = runner
         self.cached: dict[tuple, Prefix] = {}
 
+    def __len__(self) -> int:
+        return len(self.cached)
+
     def clear(self) -> None:
         """Forget every head (after the model moved to another device)."""
         self.cached.clear()

@@ -211,7 +211,7 @@ class Runner:
             if set(adapters) == {BASE} or self.peft is None:
                 self._switch(BASE)
                 return self.hidden_states(ids, mask, positions, cache)
-            rows = self._row_lora(adapters)
+            rows = self.row_lora(adapters)
             if rows is None and len(set(adapters)) == 1:
                 self._switch(adapters[0])
                 return self.hidden_states(ids, mask, positions, cache)
@@ -227,7 +227,9 @@ class Runner:
             with peft_rows(lora, ["__base__" if a == BASE else a for a in adapters]):
                 return self.hidden_states(ids, mask, positions, cache)
 
-    def _row_lora(self, adapters: list[str]) -> RowLora | None:
+    def row_lora(self, adapters: list[str]) -> RowLora | None:
+        """The stacked LoRA of the adapters of a batch's rows (built once per set of them;
+        None where peft's own mixed batch is needed)."""
         names = tuple(sorted({a for a in adapters if a != BASE}))
         if names not in self._row_loras:
             self._row_loras.clear()  # one set of stacks at a time (they copy LoRA weights)
