@@ -1,5 +1,6 @@
-"""Text with blanks: splitting it at the markers, putting the spans back, and the result of an
-infill (MAGNET's or a prompted baseline's): the text side both infill paths share."""
+"""Text with blanks: split at the markers, spans put back, and the infill result types.
+
+The text side both infill paths (MAGNET's and the prompted baselines') share."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Sentence and token vectors from the decoder's hidden states (the LM head never runs), as
-MAGNET.md says: the layout and pooling each adapter was trained with; sentences packed side by
-side in rows so that nearly every token computed is a real one."""
+"""Sentence and token vectors from the decoder's hidden states, sentences packed side by side.
+
+As MAGNET.md says: the layout and pooling each adapter was trained with, the LM head never
+run; sentences share rows so that nearly every token computed is a real one."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The public facade of inference: one base model in memory serving several adapters, switched
-per call, behind infill / compare_* / continue_text / generate / embed_* calls.
+"""The public facade of inference: infill, compare_*, continue_text, generate, embed_*.
+
+One base model in memory serves several adapters, switched per call.
 
 - infill(text): MAGNET infilling (infill.py): the context encoded once, every blank's span
   decoded side by side from a KV cache; infill_reference() re-encodes at each step.

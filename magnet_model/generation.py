@@ -1,5 +1,6 @@
-"""Left-to-right continuation of a prompt as lanes (KV cache, causal mask), streamed as text
-pieces by an incremental detokenizer."""
+"""Left-to-right continuation of a prompt as lanes, streamed as text pieces.
+
+Causal mask and KV cache; an incremental detokenizer turns tokens into text as they come."""
 
 from __future__ import annotations
 

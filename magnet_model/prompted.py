@@ -1,5 +1,7 @@
-"""The paper's baselines: the base LLM asked in a prompt (zero- or N-shot) to fill each blank in
-turn, as a lane whose fixed prompt head (instruction, examples) comes from a prefix cache."""
+"""The paper's baselines: the base LLM prompted (zero- or N-shot) per blank, with a prefix cache.
+
+Each request is a lane; the fixed head of its prompt (instruction, examples) comes from the
+cache of its KV, so only the query is encoded."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The model behind every task: one base + named adapters, a lock, the adapter switch, and the
-forward of rows (hidden states, logits, the KV cache) that the task modules build on.
+"""The model behind every task: base + adapters, one lock, adapter switching, forward of rows.
+
+Public hidden states, logits and the KV cache factory (new_cache) are what the task modules
+(infill, prompted, generation, embedding) build on.
 
 Adapters: None or "base" = adapter off; any name loaded by loading.load_model. Every forward
 runs under one lock with the adapter for that call switched on, so calls from several threads

@@ -1,5 +1,6 @@
-"""A rough speed check of the inference engine: `python -m magnet_model.speed` prints infill and
-continuation tokens/s and embedding sentences/s on built-in data (one run, not a benchmark)."""
+"""A rough speed check of the engine: `python -m magnet_model.speed` (one run, not a benchmark).
+
+Prints infill and continuation tokens/s and embedding sentences/s on built-in data."""
 
 from __future__ import annotations
 
