@@ -28,7 +28,7 @@ from magnet_model.settings import ModelSpec
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
     """Weights read by one decoding step (+ the KV cache of `context` tokens)."""
-    lm = engine._lm
+    lm = engine.lm
     embed = lm.get_input_embeddings().weight
     head = lm.get_output_embeddings().weight
     seen, total = set(), 0

@@ -33,7 +33,8 @@ import torch
 from common import Row, write_report
 
 from magnet_model.data import load_sts_b
-from magnet_model.engine import BASE, Engine, _pack_rows
+from magnet_model.embedding import pack_rows
+from magnet_model.engine import BASE, Engine
 from magnet_model.search import MiniLMEncoder
 from magnet_model.settings import ModelSpec
 
@@ -52,9 +53,9 @@ def sts_sentences(n: int) -> list[str]:
 def served_params(engine: Engine, adapter: str) -> tuple[int, int]:
     """(all, non-embedding) parameters the forward for `adapter` uses: base weights (tied
     embedding counted once) + that adapter's LoRA; the LM head is never run for embeddings."""
-    embed = engine._lm.get_input_embeddings().weight
+    embed = engine.lm.get_input_embeddings().weight
     seen, total, tables = set(), 0, 0
-    for name, p in engine._lm.named_parameters():
+    for name, p in engine.lm.named_parameters():
         if id(p) in seen or ("lora_" in name and f".{adapter}." not in name):
             continue
         seen.add(id(p))
@@ -73,10 +74,10 @@ def minilm_params(model) -> tuple[int, int]:
 
 def served_tokens(engine: Engine, adapter: str, texts: list[str], batch_size: int):
     """(real, padded) tokens of embed_sentences' batches (rows of packed sentences)."""
-    rows = engine._sentence_rows(texts, engine._sentence_plan(adapter))
+    rows = engine.sentence_rows(texts, engine.sentence_plan(adapter))
     lengths = [len(r) for r, _ in rows]
     padded = 0
-    for batch in _pack_rows(lengths, batch_size):
+    for batch in pack_rows(lengths, batch_size):
         fills = [sum(lengths[i] for i in row) for row in batch]
         padded += len(fills) * max(fills)
     return sum(lengths), padded

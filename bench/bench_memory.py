@@ -82,12 +82,12 @@ def child(mode: str, quick: bool) -> dict:
 
     engine = Engine.from_spec(ModelSpec.from_env())
     stages["base + adapters"] = rss_bytes()
-    base = [p for n, p in engine._lm.named_parameters() if "lora_" not in n]
+    base = [p for n, p in engine.lm.named_parameters() if "lora_" not in n]
     mapped, private = file_backed_bytes(base)
     minilm = search.MiniLMEncoder()
     minilm.encode(["A sentence to load the encoder."])
     stages["sentence encoder"] = rss_bytes()
-    lora = [p for n, p in engine._lm.named_parameters() if "lora_" in n]
+    lora = [p for n, p in engine.lm.named_parameters() if "lora_" in n]
     lora_bytes = sum(file_backed_bytes(lora))  # MiniLM is memory-mapped too: count both kinds
     minilm_bytes = sum(file_backed_bytes(list(minilm._load().parameters())))
     tmp = Path(tempfile.mkdtemp(prefix="bench-memory-"))

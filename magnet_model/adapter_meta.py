@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .loading import hub_kwargs, is_hub_id
 from .tokens import TokenRoles
 
 META_FILE = "magnet_config.json"
@@ -94,3 +95,18 @@ def adapter_revision(where: str) -> str:
                     digest.update(block)
             return "sha256:" + digest.hexdigest()[:12]
     return "unknown"
+
+
+def find_meta(ref: str) -> AdapterMeta | None:
+    """magnet_config.json of a local adapter directory (Hub adapters: from the Hub cache)."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        return load_meta(path)
+    if not is_hub_id(ref):  # neither a folder nor a Hub id: nothing to ask the Hub
+        return None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return load_meta(Path(hf_hub_download(ref, META_FILE, **hub_kwargs())).parent)
+    except Exception:  # a plain PEFT adapter on the Hub, or no network: no metadata
+        return None

@@ -21,13 +21,13 @@ an empty softmax row). Finished lanes leave the batch (their cache rows are drop
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
 from .errors import MagnetError
-from .masks import additive
+from .masks import additive, causal_see  # causal_see: the steps' masks (re-exported)
 
 
 @dataclass
@@ -68,19 +68,6 @@ class Lane:
     done: bool = False
     columns: list[int] = field(default_factory=list)  # global cache column of each local key
     filler: bool = False  # a padding row (see run_lanes' pad_rows)
-
-
-def causal_see(n_old_visible: Sequence[bool] | int, n_new: int) -> torch.Tensor:
-    """Causal attention of n_new tokens over the visible old keys and the new ones.
-
-    n_old_visible: a bool per old key, or an int K (all K old keys visible)."""
-    old = (
-        torch.ones(n_new, n_old_visible, dtype=torch.bool)
-        if isinstance(n_old_visible, int)
-        else torch.tensor(list(n_old_visible), dtype=torch.bool)[None, :].expand(n_new, -1)
-    )
-    new = torch.ones(n_new, n_new, dtype=torch.bool).tril()
-    return torch.cat([old, new], dim=1)
 
 
 # forward(ids (B,Q), positions (B,Q), mask (B,1,Q,K), cache, adapters per row) -> hidden (B,Q,H)

@@ -23,3 +23,23 @@ class ConfigError(MagnetError):
 
 class InputError(MagnetError):
     """A request's input cannot be processed (empty, no blank, too long, ...)."""
+
+
+class EmptyInputError(InputError):
+    """The text (or prompt) is empty."""
+
+
+class NoBlankError(InputError):
+    """An infill request without a blank marker."""
+
+
+class TooManyBlanksError(InputError):
+    """More blanks than the engine fills in one request."""
+
+
+class UnknownAdapterError(InputError):
+    """An adapter name that is not loaded."""
+
+
+class InputTooLongError(InputError):
+    """The input (plus what is to be generated) exceeds the model's context."""

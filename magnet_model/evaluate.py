@@ -412,7 +412,7 @@ def _sentence_vectors(run: Run, s: System, texts: list[str]) -> tuple[np.ndarray
     vecs = e.embed_sentences(
         texts, adapter=s.adapter, batch_size=run.cfg.batch_size * 4, pooling=s.pooling
     )
-    plan = e._sentence_plan(e.resolve_adapter(s.adapter))
+    plan = e.sentence_plan(s.adapter)
     pooling = s.pooling or plan.pooling
     return vecs, f"{pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
 

@@ -92,3 +92,40 @@ def position_ids_for(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions 0.. counted over real tokens only, so left padding does not shift them."""
     pos = attention_mask.long().cumsum(-1) - 1
     return pos.clamp(min=0)
+
+
+# ---------------------------------------------------------------- incremental and packed forms
+# The same rules for the inference paths: a decoding step's new tokens over the keys already in
+# the KV cache (batching.Feed.see), and several sentences packed side by side in one row.
+
+
+def causal_see(n_old_visible, n_new: int) -> torch.Tensor:
+    """Causal attention of n_new tokens over the visible old keys and the new ones: bool
+    (n_new, K + n_new). n_old_visible: a bool per old key, or an int K (all K visible)."""
+    old = (
+        torch.ones(n_new, n_old_visible, dtype=torch.bool)
+        if isinstance(n_old_visible, int)
+        else torch.tensor(list(n_old_visible), dtype=torch.bool)[None, :].expand(n_new, -1)
+    )
+    new = torch.ones(n_new, n_new, dtype=torch.bool).tril()
+    return torch.cat([old, new], dim=1)
+
+
+def hybrid_step_see(key_segments: torch.Tensor, query_segments: torch.Tensor) -> torch.Tensor:
+    """The hybrid rule for one decoding step, one new token per span: bool (Q, K) where the
+    keys (segment per key, the new tokens last) are the context (0) and the spans' tokens so
+    far; span k's new token sees the context and span k's tokens (its own included)."""
+    return (key_segments == 0)[None, :] | (key_segments[None, :] == query_segments[:, None])
+
+
+def packed_allowed(segments: torch.Tensor, causal: bool) -> torch.Tensor:
+    """(batch, 1, seq, seq) boolean mask of packed rows: segments (batch, seq) numbers the
+    sentences of a row 1, 2, ... and padding 0. A token sees its own sentence (causal: up to
+    itself); a padding query sees itself only, so no row of the softmax is empty."""
+    q, k = segments[:, :, None], segments[:, None, :]
+    allowed = (q == k) & (k > 0)
+    n = segments.shape[1]
+    eye = torch.eye(n, dtype=torch.bool, device=segments.device)
+    if causal:
+        allowed &= torch.ones(n, n, dtype=torch.bool, device=segments.device).tril()
+    return (allowed | ((q == 0) & eye))[:, None]

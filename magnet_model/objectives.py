@@ -182,3 +182,16 @@ def attention_dropout(model, p: float):
     finally:
         for m, value in zip(modules, saved, strict=True):
             m.attention_dropout = value
+
+
+def pool_spans(hidden: torch.Tensor, spans: list[tuple[int, int, int]], pooling: str = "last"):
+    """pool() for sentences packed side by side in rows: spans (row, start, end) mark each
+    sentence's pooled columns. The same rule as pool (last pooled token, or their mean), one
+    vector per span, without a (sentences, width, hidden) copy of the states."""
+    if pooling == "last":
+        rows = torch.tensor([r for r, _, _ in spans], device=hidden.device)
+        cols = torch.tensor([e - 1 for *_, e in spans], device=hidden.device)
+        return hidden[rows, cols]
+    if pooling == "mean":
+        return torch.stack([hidden[r, a:e].mean(0) for r, a, e in spans])
+    raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .data import ConllSentence, load_conll2003
-from .engine import token_vector_index
+from .embedding import token_vector_index
 from .masks import additive, allowed_mask, position_ids_for
 
 TASKS = ("pos", "chunk", "ner")
@@ -95,11 +95,11 @@ def token_vectors(engine, texts: Sequence[str], adapter: str | None, batch_size:
     for at in range(0, len(rows), batch_size):
         batch = rows[at : at + batch_size]
         width = max(len(r) for r in batch)
-        ids = engine._tensor([r + [pad] * (width - len(r)) for r in batch])
-        real = engine._tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
+        ids = engine.tensor([r + [pad] * (width - len(r)) for r in batch])
+        real = engine.tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
         mask = additive(allowed_mask(mode, real), engine.dtype)
         with engine.using(name):
-            h = engine._hidden(ids, mask, position_ids_for(real)).float().cpu().numpy()
+            h = engine.hidden_states(ids, mask, position_ids_for(real)).float().cpu().numpy()
         for i, r in enumerate(batch):
             n = len(r) - len(prefix)
             vecs = h[i, token_vector_index(len(prefix), n, mode)]
@@ -122,7 +122,7 @@ def word_features(
             feats.append(vecs[idx])
             for t in TASKS:
                 tags[t].append(getattr(s, t)[w])
-    hidden = engine._head.weight.shape[1]
+    hidden = engine.hidden_size
     x = np.stack(feats) if feats else np.zeros((0, hidden), dtype=np.float32)
     return x, tags
 

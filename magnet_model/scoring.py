@@ -164,25 +164,25 @@ def row_nlls(
     for at in range(0, len(order), batch_size):
         batch = [rows[i] for i in order[at : at + batch_size]]
         width = max(len(r.ids) for r in batch)
-        ids = engine._tensor(_pad([r.ids for r in batch], pad, width))
-        real = engine._tensor(_pad([[1] * len(r.ids) for r in batch], 0, width))
-        labels = engine._tensor(_pad([r.labels for r in batch], IGNORE, width))
+        ids = engine.tensor(_pad([r.ids for r in batch], pad, width))
+        real = engine.tensor(_pad([[1] * len(r.ids) for r in batch], 0, width))
+        labels = engine.tensor(_pad([r.labels for r in batch], IGNORE, width))
         seg = None
         if mode == "hybrid":
-            seg = engine._tensor(_pad([r.segments for r in batch], 0, width))
+            seg = engine.tensor(_pad([r.segments for r in batch], 0, width))
         if all(r.positions is not None for r in batch):
-            pos = engine._tensor(_pad([r.positions for r in batch], 0, width))
+            pos = engine.tensor(_pad([r.positions for r in batch], 0, width))
         else:
             pos = position_ids_for(real)
         mask = additive(allowed_mask(mode, real, seg), engine.dtype)
         with engine.using(adapter):
-            h = engine._hidden(ids, mask, pos)
+            h = engine.hidden_states(ids, mask, pos)
             sel = labels != IGNORE
             hs, ys = h[sel], labels[sel]
             nll = torch.cat(
                 [
                     torch.nn.functional.cross_entropy(
-                        engine._head(hs[i : i + LOGIT_CHUNK]).float(),
+                        engine.logits(hs[i : i + LOGIT_CHUNK]).float(),
                         ys[i : i + LOGIT_CHUNK],
                         reduction="none",
                     )

@@ -103,3 +103,11 @@ def word_edges(ids, table: list[bool] | None) -> list[bool]:
     if table is None:
         return [True] * len(ids)
     return [i == 0 or (t < len(table) and table[t]) for i, t in enumerate(ids)]
+
+
+def bos_of(tokenizer) -> int | None:
+    """The BOS the tokenizer itself puts in front of text (None for SmolLM2, <s> for Llama):
+    what the trainer records, and what inference uses for an adapter without that record."""
+    bos = tokenizer.bos_token_id
+    probe = tokenizer("a").input_ids
+    return bos if bos is not None and probe and probe[0] == bos else None

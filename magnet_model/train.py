@@ -34,7 +34,7 @@ from .files import BadLine, jsonl_records
 from .masks import MODES
 from .objectives import POOLINGS, attention_dropout, masked_view_losses, sscl_loss
 from .settings import ModelSpec, add_model_args
-from .tokens import TokenRoles, choose_token_roles, word_edges, word_start_table
+from .tokens import TokenRoles, bos_of, choose_token_roles, word_edges, word_start_table
 from .views import (
     ViewConfig,
     collate_masked,
@@ -338,13 +338,6 @@ class Sampler:
 
 
 # ---------------------------------------------------------------- model
-
-
-def bos_of(tokenizer) -> int | None:
-    """The BOS the tokenizer itself puts in front of text (None for SmolLM2, <s> for Llama)."""
-    bos = tokenizer.bos_token_id
-    probe = tokenizer("a").input_ids
-    return bos if bos is not None and probe and probe[0] == bos else None
 
 
 def wrap_lora(model, cfg: TrainConfig):

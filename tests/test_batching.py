@@ -11,8 +11,9 @@ from tiny_models import make_tiny_tokenizer
 
 from magnet_model import prompts
 from magnet_model.batching import Feed, Lane, causal_see
-from magnet_model.engine import BASE, Engine, EngineConfig, InputTooLongError, _common_length
+from magnet_model.engine import BASE, Engine, EngineConfig, InputTooLongError
 from magnet_model.errors import MagnetError
+from magnet_model.prompted import common_length
 
 SYSTEMS = ["magnet", "zero-shot", "five-shot"]
 
@@ -56,14 +57,14 @@ def test_compare_infill_when_sampling_equals_separate_seeded_calls(engine):
 def test_comparison_shares_forwards(engine, monkeypatch):
     """One forward per step serves every system: fewer forwards than the calls in turn."""
     calls = []
-    inner = engine._hidden
+    inner = engine.runner.hidden_states
 
     def counting(ids, *args, **kwargs):
         calls.append(ids.shape[0])
         return inner(ids, *args, **kwargs)
 
     engine.prompt_prefix(0), engine.prompt_prefix(5)  # prompt heads cached beforehand
-    monkeypatch.setattr(engine, "_hidden", counting)
+    monkeypatch.setattr(engine.runner, "hidden_states", counting)
     separate(engine, TEXT, max_span_tokens=4)
     n_separate = len(calls)
     calls.clear()
@@ -92,14 +93,14 @@ def test_compare_continue_mixes_adapters_per_row(engine):
     assert [text for text, _ in last] == alone
     assert all(reason in ("max", "eos") for _, reason in last)
     assert len(set(alone)) > 1  # the adapters really differ, so mixing rows would show
-    assert [r for r in engine._row_loras.values() if r is not None]  # the stacked-LoRA path
+    assert [r for r in engine.runner.row_loras.values() if r is not None]  # the stacked-LoRA path
 
 
 def test_prompt_head_cache_equals_encoding_the_whole_prompt(engine, tok):
     prefix = engine.prompt_prefix(5)
     query = prompts.render_query(["the cat ", " on the mat ."], [], 0)
     ids = tok(prompts.build_prompt(query, 5, tok), add_special_tokens=False).input_ids
-    p = _common_length(prefix.ids, ids)  # the tiny vocabulary may share more than the head
+    p = common_length(prefix.ids, ids)  # the tiny vocabulary may share more than the head
     assert 100 < p < len(ids) and p >= len(prefix) - 8
 
     def one_feed(feed):
@@ -112,22 +113,22 @@ def test_prompt_head_cache_equals_encoding_the_whole_prompt(engine, tok):
     tail = Feed(ids[p:], list(range(p, n)), causal_see(visible, n - p), [n - p - 1])
     cached = Lane(BASE, one_feed(tail), prefix)
     short = Lane("magnet", one_feed(Feed(ids[:5], list(range(5)), causal_see(0, 5), [4])))
-    a, b, _ = engine._run([whole, cached, short])  # padded rows, one with a prefix
+    a, b, _ = engine.runner.run([whole, cached, short])  # padded rows, one with a prefix
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-    (alone,) = engine._run([Lane(BASE, one_feed(tail), prefix)])
+    (alone,) = engine.runner.run([Lane(BASE, one_feed(tail), prefix)])
     torch.testing.assert_close(alone, b, atol=1e-4, rtol=1e-4)
 
 
 def test_prompted_infill_feeds_only_the_query(engine, monkeypatch):
     engine.prompt_prefix(5)
     fed = []
-    inner = engine._hidden
+    inner = engine.runner.hidden_states
 
     def counting(ids, *args, **kwargs):
         fed.append(ids.shape[1])
         return inner(ids, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "_hidden", counting)
+    monkeypatch.setattr(engine.runner, "hidden_states", counting)
     engine.infill_prompted("the dog [blank] in the river .", shots=5, max_span_tokens=2)
     assert fed[0] < len(engine.prompt_prefix(5)) / 2
 

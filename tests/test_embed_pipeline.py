@@ -9,9 +9,10 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
-from magnet_model.engine import _pack_rows, _RowLora
+from magnet_model.embedding import pack_rows
 from magnet_model.errors import InputError
 from magnet_model.masks import additive, allowed_mask, position_ids_for
+from magnet_model.multi_lora import RowLora
 
 SENTENCES = [
     "a",
@@ -36,7 +37,7 @@ def engine():
 def plain_vectors(engine, texts, adapter, pooling=None) -> np.ndarray:
     """The computation before packing: each sentence alone in its row, tokenised alone."""
     name = engine.resolve_adapter(adapter)
-    plan = engine._sentence_plan(name)
+    plan = engine.sentence_plan(name)
     pooling = pooling or plan.pooling
     tok = engine.tokenizer
     rows = []
@@ -50,9 +51,7 @@ def plain_vectors(engine, texts, adapter, pooling=None) -> np.ndarray:
     real = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r, _ in rows])
     mask = additive(allowed_mask(plan.mode, real))
     with engine.using(name):
-        h = engine._inner(
-            input_ids=ids, attention_mask=mask, position_ids=position_ids_for(real)
-        ).last_hidden_state
+        h = engine.hidden_states(ids, mask, position_ids_for(real))
     if pooling == "last":
         v = h[torch.arange(len(rows)), real.sum(1) - 1]
     else:
@@ -70,9 +69,9 @@ def test_packed_pipeline_equals_one_sentence_per_row(engine, adapter, batch_size
     want = plain_vectors(engine, SENTENCES, adapter)
     np.testing.assert_allclose(got, want, atol=2e-5)
     # the case under test: some row really holds several sentences
-    plan = engine._sentence_plan(engine.resolve_adapter(adapter))
-    lengths = [len(r) for r, _ in engine._sentence_rows(SENTENCES, plan)]
-    assert any(len(row) > 1 for batch in _pack_rows(lengths, batch_size) for row in batch)
+    plan = engine.sentence_plan(adapter)
+    lengths = [len(r) for r, _ in engine.sentence_rows(SENTENCES, plan)]
+    assert any(len(row) > 1 for batch in pack_rows(lengths, batch_size) for row in batch)
 
 
 @pytest.mark.parametrize(("adapter", "pooling"), [("magnet", "mean"), ("llm2vec", "last")])
@@ -80,7 +79,7 @@ def test_pooling_override_pools_the_same_hidden_states_the_other_way(engine, ada
     got = engine.embed_sentences(SENTENCES, adapter=adapter, batch_size=3, pooling=pooling)
     np.testing.assert_allclose(got, plain_vectors(engine, SENTENCES, adapter, pooling), atol=2e-5)
     assert not np.allclose(got, engine.embed_sentences(SENTENCES, adapter=adapter), atol=1e-3)
-    same = engine._sentence_plan(adapter).pooling
+    same = engine.sentence_plan(adapter).pooling
     np.testing.assert_array_equal(
         engine.embed_sentences(SENTENCES, adapter=adapter, pooling=same),
         engine.embed_sentences(SENTENCES, adapter=adapter),
@@ -90,18 +89,18 @@ def test_pooling_override_pools_the_same_hidden_states_the_other_way(engine, ada
 
 
 def test_sentence_rows_match_tokenising_one_by_one(engine):
-    plan = engine._sentence_plan("magnet")
-    rows = engine._sentence_rows(SENTENCES, plan)
+    plan = engine.sentence_plan("magnet")
+    rows = engine.sentence_rows(SENTENCES, plan)
     for text, (ids, start) in zip(SENTENCES, rows, strict=True):
         body = engine.tokenizer(text, add_special_tokens=False).input_ids
         assert ids == plan.prefix + body + plan.end and start == len(plan.prefix)
-    base = engine._sentence_plan("base")
-    assert engine._sentence_rows([""], base)[0][0] == [engine.tokenizer.eos_token_id]
+    base = engine.sentence_plan("base")
+    assert engine.sentence_rows([""], base)[0][0] == [engine.tokenizer.eos_token_id]
 
 
 def test_pack_rows_places_every_sentence_once_within_the_batch_width():
     lengths = [30, 3, 12, 7, 30, 18, 5, 11, 2, 29, 9, 14]
-    batches = _pack_rows(lengths, batch_size=2)
+    batches = pack_rows(lengths, batch_size=2)
     placed = sorted(i for batch in batches for row in batch for i in row)
     assert placed == list(range(len(lengths)))
     padded = 0
@@ -114,7 +113,7 @@ def test_pack_rows_places_every_sentence_once_within_the_batch_width():
     one_per_row = sorted(lengths, reverse=True)
     padded_plain = sum(max(one_per_row[i : i + 2]) * 2 for i in range(0, len(lengths), 2))
     assert padded < padded_plain
-    assert _pack_rows([], 4) == []
+    assert pack_rows([], 4) == []
 
 
 def test_stacked_lora_equals_peft_per_row_and_is_undone(engine):
@@ -126,7 +125,7 @@ def test_stacked_lora_equals_peft_per_row_and_is_undone(engine):
     for row, name in enumerate(["llm2vec", "magnet", "base"]):
         with engine.using(name):
             want.append([m(i[row : row + 1]) for m, i in zip(layers, inputs, strict=True)])
-    rows = _RowLora.build(engine._peft, ("llm2vec", "magnet"))
+    rows = RowLora.build(engine.model, ("llm2vec", "magnet"))
     assert rows is not None and len(rows.layers) == len(layers) > 0
     with engine.using("base"), rows.patched(["llm2vec", "magnet", "base"], torch.float32, "cpu"):
         got = [m(i) for m, i in zip(layers, inputs, strict=True)]

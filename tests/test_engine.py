@@ -23,13 +23,15 @@ from magnet_model.engine import (
     NoBlankError,
     TooManyBlanksError,
     UnknownAdapterError,
-    _sample,
     assemble,
 )
 from magnet_model.errors import InputError
+from magnet_model.infill import infill_job, span_loop
 from magnet_model.layout import IGNORE, build_hybrid
 from magnet_model.loading import LoadedModel, attach_adapters
 from magnet_model.masks import build_mask
+from magnet_model.prompted import answer_steps
+from magnet_model.sampling import Sampling
 from magnet_model.settings import ModelSpec
 from magnet_model.tokens import choose_token_roles
 
@@ -115,7 +117,7 @@ def test_cached_infill_equals_reference_when_sampling(engine):
 def test_cached_path_does_not_reencode_the_context(engine, monkeypatch):
     """The context goes through the model once; later steps feed one token per open span."""
     fed = []
-    inner = engine._inner
+    inner = engine.runner.decoder
     orig = inner.forward
 
     def spy(*a, **kw):
@@ -211,9 +213,8 @@ def test_fixed_and_max_lengths(memoriser):
 def _scripted(engine, text, script, **kwargs):
     """Decode one blank of text with a stand-in model whose logits rank the tokens of
     script[step] (a list, best first) above all others: the decoder's rules, not a model."""
-    from magnet_model.engine import _Sampling
-
-    job = engine._infill_job(text, "[blank]", "magnet", kwargs.pop("max_span_tokens", 8), None)
+    span = kwargs.pop("max_span_tokens", 8)
+    job = infill_job(engine.runner, text, "[blank]", "magnet", span, None)
     vocab = len(engine.tokenizer)
 
     def step(active, generated):
@@ -223,7 +224,7 @@ def _scripted(engine, text, script, **kwargs):
                 logits[row, t] = 100.0 - rank
         return logits
 
-    generated, reasons, _, _ = engine._span_loop(job, _Sampling(False, 1.0, 1.0, None), step)
+    generated, reasons, _, _ = span_loop(engine.runner, job, Sampling().start(), step)
     return generated[0], reasons[0]
 
 
@@ -414,7 +415,7 @@ def test_magnet_sentence_is_last_token_with_instruction(engine, tok):
     x = torch.tensor([ids + [meta.token_roles.sentence_end]])
     mask = build_mask("bidirectional", torch.ones_like(x))
     with engine.using("magnet"):
-        h = engine._inner(input_ids=x, attention_mask=mask).last_hidden_state[0, -1]
+        h = engine.hidden_states(x, mask)[0, -1]
     got = engine.embed_sentences("the cat", normalize_embeddings=False)
     np.testing.assert_allclose(got, h.numpy(), atol=1e-5)
 
@@ -428,8 +429,8 @@ def test_token_embeddings_follow_the_mask(engine, tok):
     # convention: token i's vector is the bidirectional output at i - 1; token 0 its own
     x = torch.tensor([a.token_ids])
     with engine.using("magnet"):
-        h = engine._inner(input_ids=x, attention_mask=build_mask("bidirectional", x > -1))
-    h = h.last_hidden_state[0]
+        h = engine.hidden_states(x, build_mask("bidirectional", x > -1))
+    h = h[0]
     np.testing.assert_allclose(a.vectors, h[[0, 0, 1, 2, 3, 4]].numpy(), atol=1e-5)
     # bidirectional: changing the last word changes every earlier token's vector
     assert not np.allclose(a.vectors[:5], b.vectors[:5])
@@ -450,8 +451,8 @@ def test_token_embeddings_use_the_recorded_bos_even_when_its_id_is_0(engine, tok
         a = engine.embed_tokens("the cat sat")
         x = torch.tensor([[0, *a.token_ids]])
         with engine.using("magnet"):
-            h = engine._inner(input_ids=x, attention_mask=build_mask("bidirectional", x > -1))
-        np.testing.assert_allclose(a.vectors, h.last_hidden_state[0, :-1].numpy(), atol=1e-5)
+            h = engine.hidden_states(x, build_mask("bidirectional", x > -1))
+        np.testing.assert_allclose(a.vectors, h[0, :-1].numpy(), atol=1e-5)
     finally:
         meta.training = saved
 
@@ -480,8 +481,8 @@ def _drive_answer(engine, picks: list[int], limit: int, stop: set[int]) -> tuple
         x[0, t] = 1.0
         return x
 
-    s = engine._sampling(False, 1.0, 1.0, None)
-    steps = engine._answer_steps(one_hot(picks[0]), 5, limit, s, stop, [True] * 5)
+    s = Sampling().start()
+    steps = answer_steps(engine.runner, one_hot(picks[0]), 5, limit, s, stop, [True] * 5)
     try:
         next(steps)
         for t in picks[1:]:
@@ -517,8 +518,8 @@ def test_prompted_answers_never_contain_a_special_token(engine, tok):
             x[0, t] = 10.0 - rank
         return x
 
-    s = engine._sampling(False, 1.0, 1.0, None)
-    steps = engine._answer_steps(ranked(special, cat), 5, 2, s, set(), [True] * 5)
+    s = Sampling().start()
+    steps = answer_steps(engine.runner, ranked(special, cat), 5, 2, s, set(), [True] * 5)
     next(steps)
     with pytest.raises(StopIteration) as done:
         steps.send(ranked(special, sat))
@@ -550,17 +551,16 @@ def test_assemble_keeps_spacing_and_offsets():
     assert [filled[a:b] for a, b in offs] == ["sat", "mat"]
 
 
-def test_sampling_draws_from_a_cpu_generator_whatever_the_device(engine, monkeypatch):
+def test_sampling_draws_from_a_cpu_generator_whatever_the_device():
     """A seed means the same on CPU and CUDA: the generator lives on the CPU, not on the model's
-    device (a CUDA generator gives another stream), and the draw is the CPU generator's."""
-    monkeypatch.setattr(Engine, "device", property(lambda self: torch.device("cuda")))
-    s = engine._sampling(True, 1.3, 0.9, 11)
+    device (a CUDA generator gives another stream; Sampling knows no device at all), and the
+    draw is the CPU generator's."""
+    s = Sampling(True, 1.3, 0.9, 11).start()
     assert s.generator.device.type == "cpu" and s.seed == 11
-    monkeypatch.undo()
     logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
     for top_p in (1.0, 0.9):
-        s = engine._sampling(True, 1.3, top_p, 11)
-        got = _sample(logits, s)
+        s = Sampling(True, 1.3, top_p, 11).start()
+        got = s.pick(logits)
         probs = torch.softmax(logits / 1.3, dim=-1)
         if top_p < 1.0:
             sp, idx = probs.sort(dim=-1, descending=True)
@@ -573,17 +573,15 @@ def test_sampling_draws_from_a_cpu_generator_whatever_the_device(engine, monkeyp
 def test_a_seeded_output_is_the_cpu_generators_draw(engine, monkeypatch):
     """Replaying the engine's own probabilities through a fresh CPU generator with the shown
     seed gives the same tokens: the seed alone reproduces a sampled output."""
-    import magnet_model.engine as eng
-
     seen = []
-    real = eng._sample
+    real = Sampling.pick
 
-    def spy(logits, s):
-        out = real(logits, s)
+    def spy(s, logits):
+        out = real(s, logits)
         seen.append((logits.detach().clone(), out.tolist()))
         return out
 
-    monkeypatch.setattr(eng, "_sample", spy)
+    monkeypatch.setattr(Sampling, "pick", spy)
     kw = dict(seed=5, do_sample=True, temperature=1.5)
     calls = [
         (lambda: engine.generate("the cat", max_new_tokens=8, **kw), lambda r: r.token_ids),

@@ -43,7 +43,7 @@ def test_word_features_take_one_vector_per_word(engine):
     sents = probe.conll_subset("train", 12, seed=0)
     x, tags = probe.word_features(engine, sents, "magnet", batch_size=5)
     n_words = sum(len(s.words) for s in sents)
-    assert x.shape == (n_words, engine._head.weight.shape[1])
+    assert x.shape == (n_words, engine.hidden_size)
     assert tags["pos"] == [t for s in sents for t in s.pos]
     assert tags["ner"] == [t for s in sents for t in s.ner]
     # the first word of the first sentence is its first token's vector

@@ -155,12 +155,12 @@ def test_without_spaces_the_handlers_are_plain_calls(tmp_path, engine, monkeypat
 def test_engine_to_moves_the_model_and_drops_what_was_computed_on_the_old_device():
     engine = tiny_engine()
     engine.prompt_prefix(0)
-    engine._row_lora(["magnet", "llm2vec"])
-    assert engine._prefixes and engine._row_loras
-    assert engine.to("cpu") == torch.device("cpu") and engine._prefixes  # no move: kept
+    engine.runner.row_lora(["magnet", "llm2vec"])
+    assert len(engine.prefixes) and engine.runner.row_loras
+    assert engine.to("cpu") == torch.device("cpu") and len(engine.prefixes)  # no move: kept
     assert engine.to("meta") == torch.device("meta")
     assert engine.device.type == "meta" and engine.loaded.device.type == "meta"
-    assert not engine._prefixes and not engine._row_loras
+    assert not len(engine.prefixes) and not engine.runner.row_loras
     assert all(p.device.type == "meta" for p in engine.model.parameters())
 
 

@@ -1,0 +1,219 @@
+"""MAGNET infilling as a lane: the context encoded once, every blank's span decoded side by side.
+
+The context (with one <blank> per blank) is encoded ONCE with the hybrid mask, then every
+blank's span is decoded token by token from a KV cache, all spans side by side (one query row
+per unfinished span per step). Per-step 4-D masks let span k see the context and its own
+earlier tokens, never another span's; positions come from the layout (layout.build_hybrid, the
+contract shared with MSG training). A span stops by itself when the model predicts
+<span_end>, or is cut at a maximum / fixed length. infill_reference() does the same
+re-encoding everything at each step (tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+import torch
+
+from .batching import Feed, Lane
+from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks, strip_gaps
+from .errors import InputError, InputTooLongError
+from .layout import HybridSequence, build_hybrid
+from .masks import additive, allowed_mask, hybrid_step_see
+from .runner import Runner
+from .sampling import Sampling
+from .tokens import TokenRoles
+
+# A span stops when its last tokens repeat the first tokens of the text after its blank: it
+# has run into the right context. This many tokens (or the whole right piece, if shorter).
+JOIN_TOKENS = 2
+
+
+@dataclass
+class InfillJob:
+    pieces: list[str]  # the text between blanks, as typed (n + 1 pieces)
+    gaps: list[str]  # whitespace typed right before each blank (not given to the model)
+    piece_ids: list[list[int]]
+    seq: HybridSequence  # context + one <span_start> per blank
+    limits: list[int]  # max tokens per span
+    fixed: list[bool]  # whether the limit is a fixed length
+    roles: TokenRoles
+    bos: int | None
+    min_tokens: int = 1
+
+
+def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_lengths) -> InfillJob:
+    """A validated request: pieces, span limits, the hybrid layout of the context."""
+    pieces = split_blanks(text, marker, runner.config.max_blanks)
+    n = len(pieces) - 1
+    maxes = per_blank(max_span_tokens, n, "max_span_tokens")
+    fixed = per_blank(fixed_lengths, n, "fixed_lengths")
+    limits = []
+    for m, f in zip(maxes, fixed, strict=True):
+        lim = f if f is not None else (m if m is not None else runner.config.max_span_tokens)
+        if not isinstance(lim, int) or lim < 1:
+            raise InputError(f"A span length must be a whole number of at least 1, not {lim}.")
+        limits.append(lim)
+    roles = runner.roles(adapter)
+    stripped, gaps = strip_gaps(pieces)
+    piece_ids = [runner.encode(p) for p in stripped]
+    bos = runner.bos(adapter)
+    seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, with_end=False)
+    need = seq.context_length + max(limits)
+    if need > runner.max_input_tokens:
+        raise InputTooLongError(
+            f"The text is {seq.context_length} tokens long; with spans of up to "
+            f"{max(limits)} tokens it needs {need} positions, more than the limit of "
+            f"{runner.max_input_tokens}. Shorten the text or the span length."
+        )
+    is_fixed = [f is not None for f in fixed]
+    return InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, bos)
+
+
+def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
+    """Decode all spans side by side: yields (active, generated), receives the logits of
+    the active spans' next tokens; returns (generated, reasons).
+
+    A span ends when the model predicts <span_end> ("end"), when its last tokens repeat
+    the start of the text after its blank ("joined": it ran into the right context; the
+    repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed")."""
+    n = len(job.limits)
+    end = job.roles.span_end
+    banned = runner.special_ids(job.roles)
+    join = runner.config.stop_at_right_context
+    rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
+    generated: list[list[int]] = [[] for _ in range(n)]
+    reasons = [""] * n
+    active = list(range(n))
+    while active:
+        logits = (yield active, generated).float()
+        logits[:, banned] = float("-inf")
+        for row, k in enumerate(active):
+            if len(generated[k]) < job.min_tokens or job.fixed[k]:
+                logits[row, end] = float("-inf")  # the span may not end yet
+            if not generated[k] and rights[k] and not job.fixed[k]:
+                # a span that began with the text after its blank would be trimmed to
+                # nothing: the blank is there because something is missing
+                logits[row, rights[k][0]] = float("-inf")
+        picks = s.pick(logits).tolist()
+        still = []
+        for k, tok in zip(active, picks, strict=True):
+            if tok == end:
+                reasons[k] = "end"
+                continue
+            generated[k].append(tok)
+            right = rights[k]
+            if right and not job.fixed[k] and generated[k][-len(right) :] == right:
+                del generated[k][-len(right) :]
+                reasons[k] = "joined"
+            elif len(generated[k]) >= job.limits[k]:
+                reasons[k] = "fixed" if job.fixed[k] else "max"
+            else:
+                still.append(k)
+        active = still
+    return generated, reasons
+
+
+def span_loop(runner: Runner, job: InfillJob, s: Sampling, step: Callable) -> tuple:
+    """Drive span_steps with step(active, generated) -> logits (the reference path, or a
+    stand-in model in tests) -> (generated, reasons, encode seconds, decode seconds)."""
+    steps = span_steps(runner, job, s)
+    t0 = time.perf_counter()
+    encode_seconds = None
+    try:
+        active, generated = next(steps)
+        while True:
+            logits = step(active, generated)
+            if encode_seconds is None:  # the first step encodes the context
+                encode_seconds = time.perf_counter() - t0
+            active, generated = steps.send(logits)
+    except StopIteration as stop:
+        generated, reasons = stop.value
+    decode_seconds = time.perf_counter() - t0 - encode_seconds
+    return generated, reasons, encode_seconds, decode_seconds
+
+
+def _magnet_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
+    """The cached infill as lane steps: context + <span_start>s encoded once (hybrid mask);
+    then one new token per active span per step, each seeing the context and its span."""
+    seq = job.seq
+    n_ctx = seq.context_length
+    segments = torch.tensor(seq.segments)
+    see = allowed_mask("hybrid", torch.ones_like(segments)[None], segments[None])[0, 0]
+    want = list(range(n_ctx, len(seq.input_ids)))
+    key_seg = list(seq.segments)
+    steps = span_steps(runner, job, s)
+    try:
+        next(steps)
+        logits = yield Feed(seq.input_ids, seq.position_ids, see, want)
+        while True:
+            active, generated = steps.send(logits)
+            q_seg = torch.tensor([k + 1 for k in active])
+            key_seg += q_seg.tolist()
+            see = hybrid_step_see(torch.tensor(key_seg), q_seg)
+            ids = [generated[k][-1] for k in active]
+            pos = [seq.blank_positions[k] + len(generated[k]) for k in active]
+            logits = yield Feed(ids, pos, see, list(range(len(active))))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _reference_step(runner: Runner, job: InfillJob) -> Callable:
+    """The slow path: the whole layout (context + all spans so far) re-encoded every step."""
+
+    def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
+        seq = build_hybrid(job.piece_ids, generated, job.roles, job.bos, with_end=False)
+        ids = runner.tensor([seq.input_ids])
+        seg = runner.tensor([seq.segments])
+        mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)
+        h = runner.hidden_states(ids, mask, runner.tensor([seq.position_ids]))[0]
+        last = [max(i for i, g in enumerate(seq.segments) if g == k + 1) for k in active]
+        return runner.head(h[last])
+
+    return step
+
+
+def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec):
+    texts = [runner.tokenizer.decode(g) for g in generated]
+    filled, offsets = assemble(job.pieces, job.gaps, texts)
+    spans = [
+        FilledSpan(t, g, a, b, r)
+        for t, g, (a, b), r in zip(texts, generated, offsets, reasons, strict=True)
+    ]
+    seconds = time.perf_counter() - t0
+    ctx = job.seq.context_length
+    return InfillResult(text, filled, spans, "magnet", name, ctx, seconds, enc, dec, s.seed)
+
+
+def infill_lane(
+    runner: Runner, text, adapter, marker, max_span_tokens, fixed_lengths, sampling: Sampling
+) -> Lane:
+    """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
+    t0 = time.perf_counter()
+    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths)
+    s = sampling.start()
+    name = runner.resolve_adapter(adapter)
+    lane = Lane(name, None)
+
+    def steps():
+        generated, reasons = yield from _magnet_steps(runner, job, s)
+        enc = lane.first_logits or 0.0
+        dec = time.perf_counter() - t0 - enc
+        return _result(runner, text, job, name, generated, reasons, s, t0, enc, dec)
+
+    lane.steps = steps()
+    return lane
+
+
+def infill_reference(
+    runner: Runner, text, adapter, marker, max_span_tokens, fixed_lengths, sampling: Sampling
+) -> InfillResult:
+    """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
+    t0 = time.perf_counter()
+    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths)
+    s = sampling.start()
+    with runner.using(adapter) as name:
+        generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))
+    return _result(runner, text, job, name, generated, reasons, s, t0, enc, dec)
