@@ -1,11 +1,8 @@
 """The pieces the engine is built from, each in its one home: the incremental and packed mask
 rules agree with the full masks, span pooling with training's pooling, Sampling checks its
-settings, the peft version check speaks up, and magnet_model's imports form no circle."""
+settings, and the peft version check speaks up (the import graph: tests/test_layout.py)."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,8 +20,6 @@ from magnet_model.masks import (
 from magnet_model.objectives import pool, pool_spans
 from magnet_model.sampling import Sampling
 from magnet_model.tokens import bos_of
-
-PACKAGE = Path(__file__).parent.parent / "magnet_model"
 
 
 def test_a_decoding_step_sees_what_the_full_hybrid_mask_lets_it_see():
@@ -94,34 +89,3 @@ def test_an_untested_peft_warns_and_missing_internals_stop(monkeypatch):
     monkeypatch.delattr(type(lora), "_enable_peft_forward_hooks")
     with pytest.raises(ConfigError, match="_enable_peft_forward_hooks"):
         multi_lora.check_peft(lora)
-
-
-def _imports(path: Path) -> set[str]:
-    """magnet_model modules a file imports (at the top or inside functions)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            names = [node.module] if node.module else [a.name for a in node.names]
-            out |= {n.split(".")[0] for n in names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("magnet_model."):
-            out.add(node.module.split(".")[1])
-    return {m for m in out if (PACKAGE / f"{m}.py").exists()}
-
-
-def test_magnet_model_imports_form_no_circle():
-    graph = {p.stem: _imports(p) for p in PACKAGE.glob("*.py")}
-    done: set[str] = set()
-
-    def visit(m: str, path: list[str]) -> None:
-        assert m not in path, " -> ".join([*path, m])
-        if m in done:
-            return
-        for d in sorted(graph[m]):
-            visit(d, [*path, m])
-        done.add(m)
-
-    for m in sorted(graph):
-        visit(m, [])
-    # the task modules build on the runner, never on the facade
-    for task in ("runner", "infill", "prompted", "generation", "embedding", "multi_lora"):
-        assert "engine" not in graph[task], task

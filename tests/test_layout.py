@@ -116,3 +116,13 @@ def test_libraries_never_import_upwards():
         room = name.split(".")[0]
         if room != "app":
             assert not {e for e in edges if e.split(".")[0] not in (room,)}, name
+
+
+def test_the_layers_point_one_way():
+    """DESIGN.md's layers: the engine's task modules build on the runner, never on the facade;
+    annotation_db's results and io read through queries, never through the store."""
+    graph = project_graph()
+    for task in ("runner", "infill", "prompted", "generation", "embedding", "multi_lora"):
+        assert "magnet_model.engine" not in graph[f"magnet_model.{task}"], task
+    for low in ("schema", "validate", "queries", "results", "io", "migrate", "engine"):
+        assert "annotation_db.store" not in graph[f"annotation_db.{low}"], low
