@@ -344,7 +344,9 @@ class MagnetApp:
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
         try:
-            return search.parse_corpus(path.name, path.read_bytes())
+            return search.parse_corpus(
+                path.name, path.read_bytes(), self.settings.max_passages, limit
+            )
         except MagnetError as e:
             raise _error(e) from None
 

@@ -108,12 +108,18 @@ def default_corpus(
     return Corpus(name, tuple(picked))
 
 
-def parse_corpus(name: str, data: bytes, max_passages: int = MAX_PASSAGES) -> Corpus:
+def parse_corpus(
+    name: str,
+    data: bytes,
+    max_passages: int | None = MAX_PASSAGES,
+    max_bytes: int | None = MAX_UPLOAD_BYTES,
+) -> Corpus:
     """An uploaded .txt (one passage per line), .csv (a 'text' column, else the first) or
-    .jsonl (a 'text' field per line) -> Corpus; readable CorpusError otherwise."""
-    if len(data) > MAX_UPLOAD_BYTES:
+    .jsonl (a 'text' field per line) -> Corpus; readable CorpusError otherwise. The app passes
+    its MAGNET_MAX_PASSAGES / MAGNET_MAX_UPLOAD_MB; None: no limit (`index` on a local file)."""
+    if max_bytes is not None and len(data) > max_bytes:
         raise CorpusError(
-            f"The file is {len(data) / 1e6:.1f} MB; at most {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+            f"The file is {len(data) / 2**20:.1f} MB; at most {max_bytes / 2**20:.0f} MB."
         )
     try:
         text = data.decode("utf-8-sig")
@@ -132,7 +138,7 @@ def parse_corpus(name: str, data: bytes, max_passages: int = MAX_PASSAGES) -> Co
     passages = list(dict.fromkeys(p for p in passages if p))
     if not passages:
         raise CorpusError("The file has no text passages.")
-    if len(passages) > max_passages:
+    if max_passages is not None and len(passages) > max_passages:
         raise CorpusError(f"The file has {len(passages)} passages; at most {max_passages}.")
     return Corpus(Path(name).name, tuple(passages))
 

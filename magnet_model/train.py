@@ -107,6 +107,10 @@ class TrainConfig:
     bf16: bool = True  # autocast to bf16 on CUDA (ignored on CPU)
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        if self.pooling is None:  # the LLM2Vec protocol pools bidirectional models by the mean
+            self.pooling = "mean" if self.attention == "bidirectional" else "last"
+
     @property
     def total_steps(self) -> int:
         return self.stage1_steps + self.stage2_steps
@@ -824,12 +828,10 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     objectives = _objective_list(args.objectives, "--objectives")
     stage2 = args.stage2_objectives
-    pooling = args.pooling or ("mean" if args.attention == "bidirectional" else "last")
     fields = {k: v for k, v in vars(args).items() if k in TrainConfig.__dataclass_fields__}
     fields.update(
         objectives=objectives,
         stage2_objectives=_objective_list(stage2, "--stage2-objectives") if stage2 else None,
-        pooling=pooling,
         corpus=[str(Path(c)) for c in args.corpus],
     )
     return TrainConfig(**fields)
