@@ -947,7 +947,7 @@ class MagnetApp:
 
             try:
                 enc = self.encoder(system)
-                vecs = search.corpus_vectors(enc, corpus, self.cache_dir, report)
+                vecs = search.corpus_index(enc, corpus, self.cache_dir, report)
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
             except MagnetError as e:
                 raise _error(e) from None
