@@ -223,3 +223,15 @@ def test_readme_lists_every_setting():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert settings_table() in readme, "README's Settings table: paste `python -m app.settings`"
+
+
+def test_trainer_flags_cover_train_config_and_default_to_its_defaults():
+    """No drift between TrainConfig and its CLI: each field has a flag, and the flags' defaults
+    give exactly the dataclass defaults."""
+    from dataclasses import fields
+
+    from magnet_model.train import TrainConfig, build_parser, config_from_args
+
+    args = build_parser().parse_args(["--output", "x"])
+    assert {f.name for f in fields(TrainConfig)} <= set(vars(args))
+    assert config_from_args(args) == TrainConfig(output="x")
