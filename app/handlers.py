@@ -344,7 +344,9 @@ class MagnetApp:
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
         try:
-            return search.parse_corpus(path.name, path.read_bytes())
+            return search.parse_corpus(
+                path.name, path.read_bytes(), self.settings.max_passages, limit
+            )
         except MagnetError as e:
             raise _error(e) from None
 
@@ -945,7 +947,7 @@ class MagnetApp:
 
             try:
                 enc = self.encoder(system)
-                vecs = search.corpus_vectors(enc, corpus, self.cache_dir, report)
+                vecs = search.corpus_index(enc, corpus, self.cache_dir, report)
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
             except MagnetError as e:
                 raise _error(e) from None

@@ -413,7 +413,7 @@ def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, str]]:
             del adapters[bad]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Serve the MAGNET demo.")
     add_model_args(parser)
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
@@ -422,7 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--db-path", help="SQLite file of the rating studies (MAGNET_DB_PATH)")
     parser.add_argument("--db-url", help="SQLAlchemy URL of the rating studies (MAGNET_DB_URL)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     t0 = time.perf_counter()
     try:

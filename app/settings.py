@@ -1,17 +1,22 @@
-"""The app's own settings (MAGNET_* environment variables; CLI flags of `python -m app` override).
+"""The app's own settings (MAGNET_* environment variables), declared like the libraries' own.
 
-The model (MAGNET_BASE_MODEL, MAGNET_ADAPTERS, MAGNET_DEVICE, MAGNET_CACHE_DIR...) is set by
-magnet_model.settings, the database (MAGNET_DB_URL / MAGNET_DB_PATH) by annotation_db.settings.
+Each package declares its settings as one pydantic-settings class (prefix MAGNET_, every field
+typed, with its default and description): the model in magnet_model.settings.ModelSettings, the
+rating store in annotation_db.settings.StoreSettings, the app's limits here in AppSettings.
+`python -m app.settings` prints the table of all of them (README "Settings" holds its output).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from magnet_model.errors import ConfigError
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings
+
+from annotation_db.settings import StoreSettings
+from magnet_model.settings import MagnetSettings, ModelSettings, load_settings
 
 # OpenMP's idle threads spin after every parallel region (each matmul of a decoding step) and
 # so hold the cores the rating and page requests need while a generation runs; PASSIVE makes
@@ -49,45 +54,76 @@ def space_env(
         environ.setdefault("HF_HOME", str(persistent / "huggingface"))
 
 
-def _int(name: str, default: int, lo: int, hi: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, not {raw!r}.") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name} must be between {lo} and {hi}, not {value}.")
-    return value
+class AppSettings(MagnetSettings):
+    """The app's own settings: limits of the tabs, the queue, the Admin tab."""
 
+    admin_password: str | None = Field(
+        None, description="password of the Admin tab; unset: no Admin tab"
+    )
+    max_input_tokens: int = Field(
+        512, ge=16, le=32768, description="longest infill text, prompt or query"
+    )
+    max_span_tokens: int = Field(
+        32, ge=1, le=512, description="upper end of the span-length slider"
+    )
+    max_new_tokens: int = Field(
+        128, ge=1, le=4096, description="upper end of the continuation-length slider"
+    )
+    max_upload_mb: int = Field(5, ge=1, le=1024, description="largest corpus or items upload")
+    max_passages: int = Field(
+        2000,
+        ge=1,
+        le=10_000_000,
+        description="most passages of an uploaded search corpus; above 20,000 the search uses a "
+        "faiss IVF index (embed big corpora once with `python -m magnet_model.search index`)",
+    )
+    queue_size: int = Field(
+        32, ge=1, le=10000, description='requests waiting for the model; more get "queue full"'
+    )
+    concurrency: int = Field(
+        1, ge=1, le=64, description="model calls running at once (one model in memory)"
+    )
+    public_url: str | None = Field(
+        None,
+        description="base of invite links (set it behind a proxy)",
+        json_schema_extra={"shown_default": "the address the admin uses"},
+    )
 
-@dataclass
-class AppSettings:
-    admin_password: str | None = None  # None: no Admin tab at all
-    max_input_tokens: int = 512  # infill text / continuation prompt / search query
-    max_span_tokens: int = 32  # upper end of the span-length slider
-    max_new_tokens: int = 128  # upper end of the continuation-length slider
-    max_upload_mb: int = 5
-    queue_size: int = 32  # requests waiting for the model; more get "queue full"
-    concurrency: int = 1  # model calls running at once (one model in memory)
-    public_url: str | None = None  # base of invite links; default: the URL the admin uses
+    @field_validator("public_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return (value or "").rstrip("/") or None
 
     @classmethod
     def from_env(cls) -> AppSettings:
-        env = os.environ
-        return cls(
-            admin_password=env.get("MAGNET_ADMIN_PASSWORD") or None,
-            max_input_tokens=_int("MAGNET_MAX_INPUT_TOKENS", 512, 16, 32768),
-            max_span_tokens=_int("MAGNET_MAX_SPAN_TOKENS", 32, 1, 512),
-            max_new_tokens=_int("MAGNET_MAX_NEW_TOKENS", 128, 1, 4096),
-            max_upload_mb=_int("MAGNET_MAX_UPLOAD_MB", 5, 1, 1024),
-            queue_size=_int("MAGNET_QUEUE_SIZE", 32, 1, 10000),
-            concurrency=_int("MAGNET_CONCURRENCY", 1, 1, 64),
-            public_url=(env.get("MAGNET_PUBLIC_URL") or "").rstrip("/") or None,
-        )
+        """MAGNET_* variables over the defaults; a bad value is one sentence naming it."""
+        return load_settings(cls)
 
     @property
     def max_input_chars(self) -> int:
         """A character cap checked before tokenizing (a token is rarely over 8 characters)."""
         return self.max_input_tokens * 8
+
+
+SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (ModelSettings, StoreSettings, AppSettings)
+
+
+def settings_table(classes: tuple[type[BaseSettings], ...] = SETTINGS_CLASSES) -> str:
+    """The Markdown table of every MAGNET_* setting, from the settings classes (README)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for cls in classes:
+        prefix = cls.model_config.get("env_prefix", "")
+        for name, f in cls.model_fields.items():
+            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+            if "shown_default" in extra:
+                default = str(extra["shown_default"])
+            elif f.default is None:
+                default = "unset"
+            else:
+                default = f"`{f.default}`"
+            rows.append(f"| `{prefix}{name.upper()}` | {default} | {f.description} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(settings_table())

@@ -188,14 +188,13 @@ def main(argv: list[str] | None = None) -> None:
         ModelSpec.from_env(), adapters={}, device="cpu", dtype="float32", threads=threads
     )
     corpus = _corpus_file(args.texts)
-    cfg = dataclasses.replace(  # pooling: what config_from_args picks for the default attention
+    cfg = dataclasses.replace(
         defaults,
         output="",
         corpus=[str(corpus)],
         batch_size=batch,
         max_length=length,
         progress=False,
-        pooling="last",
     )
     run = train.build_run(cfg, spec)
     shutil.rmtree(corpus.parent, ignore_errors=True)

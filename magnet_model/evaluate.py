@@ -854,7 +854,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, dest=name, type=int, default=None, help=f"{what} ({sizes})")
     p.add_argument("--seed", type=int, default=0, help="seed of every sample and span choice")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (overrides MAGNET_THREADS)"
+    )
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="directory for results.md/.json")
     p.add_argument(
         "--heldout",
@@ -878,13 +880,14 @@ def main(argv: list[str] | None = None, engine=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
-        if args.threads:
-            torch.set_num_threads(args.threads)
         if engine is None:
             from .engine import Engine
             from .settings import ModelSpec
 
+            # --threads is a model flag: the loader applies it, after (and over) MAGNET_THREADS
             engine = Engine.from_spec(ModelSpec.from_args(args))
+        elif args.threads:
+            torch.set_num_threads(args.threads)
         engine.config.stop_at_right_context = args.stop_at_right_context
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(

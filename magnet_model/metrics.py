@@ -1,4 +1,5 @@
-"""Repetition and diversity of generated text, pure Python (used by the engine, evaluator, app).
+"""Repetition and diversity of generated text, pure Python (used by the evaluator, the app and
+passages.py's sentence split).
 
 - Rep-n (Rep-4 in the paper): 1 - unique n-grams / all n-grams of one generation.
 - Rep-Sen: share of the generation's sentences that repeat an earlier sentence of it.

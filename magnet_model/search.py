@@ -9,16 +9,27 @@ Corpus vectors are computed once per (model, adapter, corpus) and cached as .npy
     enc = EngineEncoder(engine, "magnet")              # or MiniLMEncoder()
     vecs = corpus_vectors(enc, corpus, cache_dir)      # cached
     hits = top_k(enc.encode([query])[0], vecs, k=5)
+
+A large corpus is embedded once, ahead of time, into the same cache the app reads:
+
+    python -m magnet_model.search index corpus.jsonl --systems magnet,minilm [model flags]
+
+Then the app (with MAGNET_MAX_PASSAGES and MAGNET_MAX_UPLOAD_MB raised to fit the file) only
+embeds the query when that file is uploaded; above EXACT_MAX_VECTORS passages `corpus_index`
+builds the faiss IVF index once per process and keeps it for the next queries.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import hashlib
 import io
 import os
 import re
+import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +38,7 @@ import numpy as np
 
 from .errors import InputError, MagnetError
 from .files import BadLine, jsonl_records
+from .settings import ModelSpec, add_model_args
 from .vector_index import VectorIndex
 
 # The default corpus: held-out Wikipedia text (never trained on), vital-article extracts and
@@ -39,6 +51,7 @@ MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 MAX_PASSAGES = 2000
 MAX_PASSAGE_CHARS = 2000
 MINILM = "all-MiniLM-L6-v2"
+INDEXES_KEPT = 4  # VectorIndex objects corpus_index keeps in memory (an IVF costs seconds)
 # a sentence ends after . ! or ?, but not after an initial ("C. S. Lewis")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")
 
@@ -108,12 +121,18 @@ def default_corpus(
     return Corpus(name, tuple(picked))
 
 
-def parse_corpus(name: str, data: bytes, max_passages: int = MAX_PASSAGES) -> Corpus:
+def parse_corpus(
+    name: str,
+    data: bytes,
+    max_passages: int | None = MAX_PASSAGES,
+    max_bytes: int | None = MAX_UPLOAD_BYTES,
+) -> Corpus:
     """An uploaded .txt (one passage per line), .csv (a 'text' column, else the first) or
-    .jsonl (a 'text' field per line) -> Corpus; readable CorpusError otherwise."""
-    if len(data) > MAX_UPLOAD_BYTES:
+    .jsonl (a 'text' field per line) -> Corpus; readable CorpusError otherwise. The app passes
+    its MAGNET_MAX_PASSAGES / MAGNET_MAX_UPLOAD_MB; None: no limit (`index` on a local file)."""
+    if max_bytes is not None and len(data) > max_bytes:
         raise CorpusError(
-            f"The file is {len(data) / 1e6:.1f} MB; at most {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+            f"The file is {len(data) / 2**20:.1f} MB; at most {max_bytes / 2**20:.0f} MB."
         )
     try:
         text = data.decode("utf-8-sig")
@@ -132,7 +151,7 @@ def parse_corpus(name: str, data: bytes, max_passages: int = MAX_PASSAGES) -> Co
     passages = list(dict.fromkeys(p for p in passages if p))
     if not passages:
         raise CorpusError("The file has no text passages.")
-    if len(passages) > max_passages:
+    if max_passages is not None and len(passages) > max_passages:
         raise CorpusError(f"The file has {len(passages)} passages; at most {max_passages}.")
     return Corpus(Path(name).name, tuple(passages))
 
@@ -260,11 +279,38 @@ def corpus_vectors(
     return vecs
 
 
+_INDEXES: OrderedDict[tuple[str, int], VectorIndex] = OrderedDict()
+_INDEXES_LOCK = threading.Lock()
+
+
+def corpus_index(
+    encoder: Encoder,
+    corpus: Corpus,
+    cache_dir: str | os.PathLike,
+    progress: Callable[[int, int], None] | None = None,
+    batch_size: int = 16,
+) -> VectorIndex:
+    """corpus_vectors as a VectorIndex, kept in memory for the next query (the last
+    INDEXES_KEPT corpora), so a large corpus's IVF index is built once per process."""
+    path = cache_path(cache_dir, encoder, corpus)
+    key = (str(path), len(corpus))
+    with _INDEXES_LOCK:
+        if key in _INDEXES and path.is_file():
+            _INDEXES.move_to_end(key)
+            return _INDEXES[key]
+    index = VectorIndex(corpus_vectors(encoder, corpus, cache_dir, progress, batch_size))
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > INDEXES_KEPT:
+            _INDEXES.popitem(last=False)
+    return index
+
+
 def top_k(query: np.ndarray, vectors, corpus: Corpus, k: int = 5) -> list[Hit]:
     """The k passages with the highest cosine similarity (vectors are normalised).
 
-    vectors: the (n, d) array of the corpus (searched exactly up to EXACT_MAX_VECTORS, which
-    covers every corpus the app accepts) or a VectorIndex built once over a large collection."""
+    vectors: the (n, d) array of the corpus (searched exactly up to EXACT_MAX_VECTORS) or a
+    VectorIndex built once over a large collection (corpus_index)."""
     index = vectors if isinstance(vectors, VectorIndex) else VectorIndex(vectors)
     if len(index) != len(corpus):
         raise MagnetError(f"There are {len(index)} vectors for {len(corpus)} passages.")
@@ -278,3 +324,81 @@ def top_k(query: np.ndarray, vectors, corpus: Corpus, k: int = 5) -> list[Hit]:
 def overlap(a: Sequence[Hit], b: Sequence[Hit]) -> int:
     """How many passages two result lists share."""
     return len({h.index for h in a} & {h.index for h in b})
+
+
+# ---------------------------------------------------------------- CLI: embed a corpus once
+
+SYSTEMS = ("magnet", "llm2vec", "base", "minilm")
+
+
+def index_corpus(
+    path: str | os.PathLike,
+    encoders: dict[str, Encoder],
+    cache_dir: str | os.PathLike,
+    batch_size: int = 16,
+    show_progress_bar: bool = True,
+) -> dict[str, VectorIndex]:
+    """Embed the file at `path` (read as an upload is, without the app's caps) with each
+    encoder into the search cache under `cache_dir`, one progress bar per encoder."""
+    from tqdm.auto import tqdm
+
+    path = Path(path)
+    corpus = parse_corpus(path.name, path.read_bytes(), max_passages=None, max_bytes=None)
+    out = {}
+    for name, encoder in encoders.items():
+        with tqdm(
+            total=len(corpus), desc=name, unit="passage", disable=not show_progress_bar
+        ) as bar:
+
+            def report(done: int, total: int, bar=bar) -> None:
+                bar.update(done - bar.n)
+
+            out[name] = corpus_index(encoder, corpus, cache_dir, report, batch_size)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m magnet_model.search",
+        description="Embed a large search corpus once, into the cache the app's Search tab reads.",
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    ix = sub.add_parser("index", help="embed CORPUS (.txt, .csv or .jsonl) with each system")
+    ix.add_argument("corpus", help="one passage per line (.txt), a 'text' column or field")
+    ix.add_argument(
+        "--systems",
+        default="magnet,minilm",
+        help=f"comma-separated, of {', '.join(SYSTEMS)} (adapters by name)",
+    )
+    ix.add_argument("--batch-size", type=int, default=16)
+    ix.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ix.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_args(ix)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from .engine import Engine  # the model stack loads only for this command
+
+        spec = ModelSpec.from_args(args)
+        names = [n.strip() for n in args.systems.split(",") if n.strip()]
+        engine = Engine.from_spec(spec) if any(n != "minilm" for n in names) else None
+        encoders = {
+            n: MiniLMEncoder() if n == "minilm" else EngineEncoder(engine, n) for n in names
+        }
+        built = index_corpus(
+            args.corpus, encoders, spec.cache_dir, args.batch_size, not args.no_progress
+        )
+    except (MagnetError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, index in built.items():
+        print(f"{name}: {index!r}")
+    print(f"Vectors cached under {Path(spec.cache_dir) / 'search'}.", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,25 +1,28 @@
 """One model spec and one settings object for every entry point (app, trainer, evaluator, bench).
 
-Values come from MAGNET_* environment variables; CLI flags (add_model_args / from_args)
-override them. Defaults work offline on a fresh machine: the embedded SmolLM2 on the CPU.
+`ModelSettings` is the typed layer: one field per MAGNET_* variable, each with its type, default
+and description (pydantic-settings reads the environment). `load_settings` resolves a settings
+class in one place with the precedence DESIGN asks for: a CLI flag the user gave > the MAGNET_*
+variable > the field's default; a bad value stops with one sentence naming the flag or variable.
+`ModelSpec` is what the loader consumes, built from ModelSettings by `from_env` / `from_args`.
+Defaults work offline on a fresh machine: the embedded SmolLM2 on the CPU.
 
-    MAGNET_BASE_MODEL  "embedded" (default), a local model directory, or a Hub id
-    MAGNET_ADAPTERS    name=path pairs, comma separated: "magnet=adapters/magnet,llm2vec=..."
-                       (default: the adapters shipped in adapters/ that exist)
-    MAGNET_DEVICE      auto (default: CUDA if present, else CPU), cpu, cuda, cuda:1, mps
-    MAGNET_DTYPE       auto (default: bf16 on CUDA, float32 on CPU), float32, bfloat16, float16
-    MAGNET_CACHE_DIR   where de-quantized weights and embeddings are cached
-                       (default: $XDG_CACHE_HOME/magnet or ~/.cache/magnet)
-    MAGNET_THREADS     torch CPU threads (default: torch's own choice); 1 is faster on a
-                       machine whose cores are busy with other work
+The app (app/settings.py) and the rating store (annotation_db/settings.py) declare their own
+settings classes the same way; `python -m app.settings` prints the table of all of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_core import PydanticUseDefault
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigError
 
@@ -27,23 +30,67 @@ EMBEDDED = "embedded"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+ENV_PREFIX = "MAGNET_"
+
+S = TypeVar("S", bound=BaseSettings)
 
 
-def default_cache_dir() -> Path:
-    env = os.environ.get("MAGNET_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "magnet"
+class MagnetSettings(BaseSettings):
+    """Base of the MAGNET_* settings classes: a blank variable means "unset" (its default)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, str_strip_whitespace=True)
+    # fields whose blank value means something of its own (not "use the default")
+    keep_blank: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_default(cls, value: Any, info) -> Any:
+        if isinstance(value, str) and not value.strip() and info.field_name not in cls.keep_blank:
+            raise PydanticUseDefault()
+        return value.strip() if isinstance(value, str) else value
 
 
-def _threads(value: str) -> int | None:
-    value = value.strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"MAGNET_THREADS must be a whole number of at least 1, not {value!r}.")
-    return int(value)
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def settings_error(error: ValidationError, flags: Mapping[str, Any]) -> str:
+    """The first problem of a ValidationError as one sentence naming the flag or variable."""
+    first = error.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else ""
+    where = flag_name(name) if name in flags else env_name(name)
+    return f"{where} {_must(first)}, not {first['input']!r}."
+
+
+def _must(error: Mapping[str, Any]) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']}"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    return (
+        "must be" + msg.removeprefix("Input should be") if msg.startswith("Input should") else msg
+    )
+
+
+def load_settings(cls: type[S], flags: Mapping[str, Any] | None = None) -> S:
+    """flag > MAGNET_* variable > default: `flags` holds what the user gave (None = not given)."""
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    try:
+        return cls(**given)
+    except ValidationError as e:
+        raise ConfigError(settings_error(e, given)) from None
 
 
 def parse_adapters(value: str) -> dict[str, str]:
@@ -77,6 +124,69 @@ def shipped_adapters() -> dict[str, str]:
     }
 
 
+def _xdg_cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "magnet"
+
+
+def is_device(device: str) -> bool:
+    return device in ("auto", "cpu", "mps", "cuda") or device.startswith("cuda:")
+
+
+class ModelSettings(MagnetSettings):
+    """The model every entry point loads (app, trainer, evaluator, bench)."""
+
+    keep_blank: ClassVar[tuple[str, ...]] = ("adapters",)  # MAGNET_ADAPTERS="" means none
+
+    base_model: str = Field(
+        EMBEDDED,
+        description="`embedded` (SmolLM2 above), a local model directory, a `.gguf` file, or a "
+        "Hub id such as `meta-llama/Llama-2-7b-hf`",
+    )
+    adapters: str | None = Field(
+        None,
+        description="`name=path-or-hub-id` pairs, comma separated "
+        "(`magnet=adapters/magnet,llm2vec=adapters/llm2vec`), or `none`",
+        json_schema_extra={"shown_default": "the adapters shipped in `adapters/`"},
+    )
+    device: str = Field(
+        "auto", description="`auto` (CUDA if present, else CPU), `cpu`, `cuda`, `cuda:N`, `mps`"
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="`auto` (bf16 on CUDA, float32 on CPU), `float32`, `bfloat16`, `float16`",
+    )
+    cache_dir: Path = Field(
+        default_factory=_xdg_cache_dir,
+        description="de-quantized weights and cached embeddings",
+        json_schema_extra={"shown_default": "`~/.cache/magnet` (`$XDG_CACHE_HOME/magnet`)"},
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch CPU threads; `1` is much faster when the cores are busy with other work",
+        json_schema_extra={"shown_default": "torch's default"},
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not is_device(value):
+            raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
+        return value
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser()
+
+
+def default_cache_dir() -> Path:
+    """MAGNET_CACHE_DIR, else $XDG_CACHE_HOME/magnet or ~/.cache/magnet."""
+    raw = os.environ.get("MAGNET_CACHE_DIR", "").strip()
+    return Path(raw).expanduser() if raw else _xdg_cache_dir()
+
+
 @dataclass
 class ModelSpec:
     """Which base model, which adapters, on which device, in which dtype."""
@@ -89,47 +199,32 @@ class ModelSpec:
     threads: int | None = None
 
     @classmethod
+    def from_settings(cls, s: ModelSettings) -> ModelSpec:
+        """Adapters: the given ones; unset, the shipped ones, which belong to the embedded base."""
+        if s.adapters is not None:
+            adapters = parse_adapters(s.adapters)
+        else:
+            adapters = shipped_adapters() if s.base_model == EMBEDDED else {}
+        return cls(s.base_model, adapters, s.device, s.dtype, s.cache_dir, s.threads)
+
+    @classmethod
     def from_env(cls) -> ModelSpec:
-        env = os.environ
-        adapters_env = env.get("MAGNET_ADAPTERS")
-        spec = cls(
-            base=env.get("MAGNET_BASE_MODEL", EMBEDDED).strip() or EMBEDDED,
-            adapters=parse_adapters(adapters_env) if adapters_env is not None else {},
-            device=env.get("MAGNET_DEVICE", "auto").strip() or "auto",
-            dtype=env.get("MAGNET_DTYPE", "auto").strip() or "auto",
-            cache_dir=default_cache_dir(),
-            threads=_threads(env.get("MAGNET_THREADS", "")),
-        )
-        if adapters_env is None and spec.base == EMBEDDED:
-            spec.adapters = shipped_adapters()
-        spec.validate()
-        return spec
+        return cls.from_settings(load_settings(ModelSettings))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ModelSpec:
-        """Environment first, then every flag the user actually gave."""
-        spec = cls.from_env()
-        if getattr(args, "base_model", None):
-            spec.base = args.base_model
-            if getattr(args, "adapters", None) is None and spec.base != EMBEDDED:
-                spec.adapters = {}  # shipped adapters belong to the embedded base
-        if getattr(args, "adapters", None) is not None:
-            spec.adapters = parse_adapters(args.adapters)
-        if getattr(args, "device", None):
-            spec.device = args.device
-        if getattr(args, "dtype", None):
-            spec.dtype = args.dtype
-        if getattr(args, "cache_dir", None):
-            spec.cache_dir = Path(args.cache_dir).expanduser()
-        spec.validate()
-        return spec
+        """Every model flag the user gave (add_model_args, and a CLI's own --threads), then the
+        environment, then the defaults."""
+        flags = {name: getattr(args, name, None) for name in ModelSettings.model_fields}
+        return cls.from_settings(load_settings(ModelSettings, flags))
 
     def validate(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
-        dev = self.device
-        if not (dev in ("auto", "cpu", "mps") or dev == "cuda" or dev.startswith("cuda:")):
-            raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, not {dev!r}.")
+        if not is_device(self.device):
+            raise ConfigError(
+                f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}."
+            )
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:

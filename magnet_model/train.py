@@ -155,6 +155,10 @@ class TrainConfig:
     bf16: bool = _flag("bf16 autocast on CUDA (ignored on CPU); --no-bf16 turns it off", True)
     progress: bool = _flag("progress bar; --no-progress hides it", True)
 
+    def __post_init__(self) -> None:
+        if self.pooling is None:  # the LLM2Vec protocol pools bidirectional models by the mean
+            self.pooling = "mean" if self.attention == "bidirectional" else "last"
+
     @property
     def total_steps(self) -> int:
         return self.stage1_steps + self.stage2_steps
@@ -747,12 +751,10 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     objectives = _objective_list(",".join(args.objectives), "--objectives")
     stage2 = ",".join(args.stage2_objectives or [])
-    pooling = args.pooling or ("mean" if args.attention == "bidirectional" else "last")
     fields = {k: v for k, v in vars(args).items() if k in TrainConfig.__dataclass_fields__}
     fields.update(
         objectives=objectives,
         stage2_objectives=_objective_list(stage2, "--stage2-objectives") if stage2 else None,
-        pooling=pooling,
         corpus=[str(Path(c)) for c in args.corpus],
     )
     return TrainConfig(**fields)

@@ -108,6 +108,21 @@ def test_oversized_upload_is_refused_before_reading(app, tmp_path):
         app.search("the cat", str(big), 2, lambda *a, **k: None)
 
 
+def test_upload_caps_come_from_the_settings(engine, tmp_path):
+    """MAGNET_MAX_UPLOAD_MB raises the size cap of search (once a hard 5 MB in search.py) and
+    MAGNET_MAX_PASSAGES the passage cap: a 5.2 MB file passes the size check at 6 MB and is
+    then refused for its passage count."""
+    app = make_app(tmp_path, engine, max_upload_mb=6, max_passages=3)
+    lines = [f"{i} " + "word " * (1300 * 1024 // 5) for i in range(4)]
+    big = upload(tmp_path, "big.txt", "\n".join(lines))
+    assert (tmp_path / "big.txt").stat().st_size > 5 * 1024 * 1024
+    with pytest.raises(gr.Error, match="4 passages; at most 3"):
+        app.search("the cat", big, 2, lambda *a, **k: None)
+    with pytest.raises(search.CorpusError, match="at most 1 MB"):
+        search.parse_corpus("a.txt", b"a\n" * 2**20, max_bytes=2**20)
+    assert len(search.parse_corpus("a.txt", b"a\nb\n", max_passages=None)) == 2
+
+
 def test_empty_query_is_refused(app):
     with pytest.raises(gr.Error, match="empty"):
         app.search("  ", None, 2, lambda *a, **k: None)

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from huggingface_hub import ModelCard
 from tiny_models import TINY_CORPUS, make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.adapter_meta import load_meta
-from magnet_model.card import count_tokens, final_losses, render_card, train_config
+from magnet_model.card import (
+    EMBEDDED_BASE_ID,
+    base_model_of,
+    count_tokens,
+    final_losses,
+    render_card,
+    train_config,
+)
 from magnet_model.errors import ModelLoadError
 from magnet_model.train import load_corpus, main
 
@@ -67,3 +75,40 @@ def test_a_run_recorded_before_the_vital_extracts_replays_the_wikipedia_corpus_a
     assert not old.vital_extracts and new.vital_extracts
     tok = make_tiny_tokenizer()
     assert len(load_corpus(old, tok)) < len(load_corpus(new, tok))
+
+
+def test_the_base_model_comes_from_the_adapter_not_a_constant(trained, tmp_path):
+    """PEFT's base_model_name_or_path names the base when it is a Hub id; a local folder (the
+    tiny base here, or the de-quantized embedded model) gives way to the base the card is
+    written with; the metadata block is a ModelCard's, which the Hub reads."""
+    tok = make_tiny_tokenizer()
+    local = ModelCard(render_card(trained, "cmd", "hw", tok))
+    assert local.data.base_model is None  # a local folder is no Hub id
+    assert f"| base model | {trained.parent / 'base'} |" in local.text
+    assert local.data.library_name == "peft" and "magnet" in local.data.tags
+    embedded = ModelCard(render_card(trained, "cmd", "hw", tok, base="embedded"))
+    assert embedded.data.base_model == EMBEDDED_BASE_ID
+    assert "a LoRA adapter for SmolLM2-135M-Instruct" in embedded.text
+
+    copy = tmp_path / "adapter"
+    copy.mkdir()
+    for f in trained.iterdir():
+        if f.is_file():
+            (copy / f.name).write_bytes(f.read_bytes())
+    config = json.loads((copy / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "org/tiny-llama"
+    (copy / "adapter_config.json").write_text(json.dumps(config))
+    assert base_model_of(copy, "embedded") == "org/tiny-llama"  # the recorded id wins
+    hub = ModelCard(render_card(copy, "cmd", "hw", tok))
+    assert hub.data.base_model == "org/tiny-llama"
+    assert "# adapter: a LoRA adapter for tiny-llama" in hub.text
+
+
+def test_card_cli_writes_the_readme_with_the_given_base(trained, capsys):
+    from magnet_model import card
+
+    base = str(trained.parent / "base")
+    argv = [str(trained), "--command", "python -m magnet_model.train ...", "--hardware", "hw"]
+    assert card.main([*argv, "--base-model", base]) == 0
+    written = ModelCard.load(trained / "README.md")
+    assert f"| base model | {base} |" in written.text and written.data.library_name == "peft"

@@ -85,3 +85,142 @@ def test_threads_setting(monkeypatch):
     assert ModelSpec.from_env().threads is None
     monkeypatch.setenv("MAGNET_THREADS", "3")
     assert ModelSpec.from_env().threads == 3
+
+
+# ------------------------------------------------ precedence: flag > MAGNET_* variable > default
+
+
+def test_model_flags_beat_env_beat_defaults_in_the_trainer(monkeypatch):
+    from magnet_model import train
+
+    def spec(*argv):
+        return ModelSpec.from_args(train.build_parser().parse_args(["--output", "x", *argv]))
+
+    assert (spec().device, spec().dtype) == ("auto", "auto")
+    monkeypatch.setenv("MAGNET_DEVICE", "cuda")
+    monkeypatch.setenv("MAGNET_DTYPE", "float16")
+    assert (spec().device, spec().dtype) == ("cuda", "float16")
+    assert (spec("--device", "cpu").device, spec("--device", "cpu").dtype) == ("cpu", "float16")
+
+
+def test_evaluate_threads_flag_beats_magnet_threads(monkeypatch):
+    from magnet_model import evaluate
+
+    def threads(*argv):
+        return ModelSpec.from_args(evaluate.build_parser().parse_args(list(argv))).threads
+
+    assert threads() is None  # torch's own choice
+    monkeypatch.setenv("MAGNET_THREADS", "3")
+    assert threads() == 3
+    assert threads("--threads", "1") == 1
+
+
+def test_a_bad_flag_is_named_as_the_flag(monkeypatch):
+    monkeypatch.setenv("MAGNET_THREADS", "2")
+    args = argparse.Namespace(threads=0)
+    with pytest.raises(ConfigError, match=r"^--threads must be at least 1, not 0\.$"):
+        ModelSpec.from_args(args)
+
+
+def test_adapters_default_follows_the_resolved_base(monkeypatch, tmp_path):
+    (tmp_path / "magnet").mkdir()
+    (tmp_path / "magnet" / "adapter_config.json").write_text("{}")
+    monkeypatch.setattr(settings, "SHIPPED_ADAPTERS_DIR", tmp_path)
+    monkeypatch.setenv("MAGNET_BASE_MODEL", "some/model")
+    assert parse([]).adapters == {}  # shipped adapters belong to the embedded base
+    assert set(parse(["--base-model", "embedded"]).adapters) == {"magnet"}
+    monkeypatch.setenv("MAGNET_ADAPTERS", "")  # set but empty: no adapters (as 'none')
+    assert parse(["--base-model", "embedded"]).adapters == {}
+    assert parse(["--adapters", "a=b"]).adapters == {"a": "b"}
+
+
+def test_app_flags_beat_env_beat_defaults(monkeypatch, tmp_path):
+    from annotation_db import DBSettings
+    from app.main import build_parser
+    from app.settings import AppSettings
+
+    for var in ("MAGNET_DB_URL", "MAGNET_DB_PATH", "MAGNET_MAX_UPLOAD_MB", "MAGNET_PUBLIC_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MAGNET_DATA_DIR", str(tmp_path))
+    assert AppSettings.from_env().max_upload_mb == 5
+    assert AppSettings.from_env().max_passages == 2000
+    monkeypatch.setenv("MAGNET_MAX_UPLOAD_MB", "64")
+    monkeypatch.setenv("MAGNET_PUBLIC_URL", "https://demo.example/")
+    app_settings = AppSettings.from_env()
+    assert app_settings.max_upload_mb == 64
+    assert app_settings.public_url == "https://demo.example"
+
+    def db_url(*argv):  # what app.main gives AnnotationStore
+        args = build_parser().parse_args(list(argv))
+        return DBSettings.from_env(url=args.db_url, path=args.db_path).url
+
+    assert db_url() == f"sqlite:///{tmp_path / 'annotations.sqlite3'}"
+    monkeypatch.setenv("MAGNET_DB_URL", "postgresql+psycopg://u@h/db")
+    assert db_url() == "postgresql+psycopg://u@h/db"
+    assert db_url("--db-path", str(tmp_path / "flag.db")) == f"sqlite:///{tmp_path / 'flag.db'}"
+    monkeypatch.setenv("MAGNET_DEVICE", "cuda")
+    assert ModelSpec.from_args(build_parser().parse_args(["--device", "cpu"])).device == "cpu"
+
+
+def test_annotation_db_cli_flags_beat_env_beat_defaults(monkeypatch, tmp_path):
+    from annotation_db import DBSettings
+    from annotation_db.cli import build_parser
+
+    for var in ("MAGNET_DB_URL", "MAGNET_DB_PATH", "MAGNET_DB_BUSY_TIMEOUT_MS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MAGNET_DATA_DIR", str(tmp_path))
+
+    def resolved(*argv):  # what the CLI gives AnnotationStore
+        args = build_parser().parse_args([*argv, "backup", "dest"])
+        return DBSettings.from_env(url=args.db, path=args.db_path)
+
+    assert resolved().url.endswith("/annotations.sqlite3")
+    assert resolved().busy_timeout_ms == 10_000
+    monkeypatch.setenv("MAGNET_DB_PATH", str(tmp_path / "env.db"))
+    monkeypatch.setenv("MAGNET_DB_BUSY_TIMEOUT_MS", "250")
+    assert resolved().url.endswith("/env.db") and resolved().busy_timeout_ms == 250
+    assert resolved("--db", "sqlite:///flag.db").url == "sqlite:///flag.db"
+    assert resolved("--db-path", str(tmp_path / "flag.db")).url.endswith("/flag.db")
+
+
+@pytest.mark.parametrize(
+    "var,value,message",
+    [
+        (
+            "MAGNET_MAX_UPLOAD_MB",
+            "lots",
+            "MAGNET_MAX_UPLOAD_MB must be a whole number, not 'lots'.",
+        ),
+        ("MAGNET_QUEUE_SIZE", "0", "MAGNET_QUEUE_SIZE must be at least 1, not '0'."),
+        ("MAGNET_MAX_PASSAGES", "0", "MAGNET_MAX_PASSAGES must be at least 1, not '0'."),
+    ],
+)
+def test_bad_app_values_are_one_sentence(monkeypatch, var, value, message):
+    from app.settings import AppSettings
+
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError) as e:
+        AppSettings.from_env()
+    assert str(e.value) == message
+
+
+def test_train_config_resolves_its_own_pooling():
+    from magnet_model.train import TrainConfig, validate
+
+    assert TrainConfig(output="x", pooling=None).pooling == "last"
+    llm2vec = TrainConfig(
+        output="x", attention="bidirectional", objectives=["mntp", "sscl"], pooling=None
+    )
+    assert llm2vec.pooling == "mean"
+    validate(TrainConfig(output="x", pooling=None))  # no CLI needed
+    assert TrainConfig(output="x", pooling="mean").pooling == "mean"
+
+
+def test_readme_lists_every_setting():
+    from pathlib import Path
+
+    from app.settings import settings_table
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert settings_table() in readme, "README's Settings table: paste `python -m app.settings`"
+

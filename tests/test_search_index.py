@@ -1,0 +1,70 @@
+"""`python -m magnet_model.search index`: a big corpus embedded once into the cache the app's
+Search tab reads, so the app then embeds only the query; the index is kept in memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from magnet_model import search
+from magnet_model.engine import Engine
+from magnet_model.settings import ModelSpec
+
+WORDS = "the cat sat on a mat king queen city bird flew over sea night fire water".split()
+
+
+class CountingEncoder(search.Encoder):
+    """Bag of words over WORDS; counts the texts it embeds."""
+
+    key = "counting"
+
+    def __init__(self):
+        self.seen = 0
+
+    def encode(self, texts, batch_size=16):
+        self.seen += len(texts)
+        v = np.array([[t.split().count(w) for w in WORDS] for t in texts], dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
+
+
+def test_index_embeds_once_then_the_app_path_only_reads(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(WORDS, 8)) + f" {i}" for i in range(2500)]  # over the 2000 cap
+    corpus_file = tmp_path / "big.txt"
+    corpus_file.write_text("\n".join(lines))
+    enc = CountingEncoder()
+    built = search.index_corpus(corpus_file, {"bow": enc}, tmp_path, show_progress_bar=False)
+    assert enc.seen == 2500 and len(built["bow"]) == 2500
+
+    # What the app does with the same file uploaded (caps raised by its settings):
+    corpus = search.parse_corpus("big.txt", corpus_file.read_bytes(), max_passages=5000)
+    assert search.cache_path(tmp_path, enc, corpus).is_file()
+    index = search.corpus_index(enc, corpus, tmp_path)
+    assert enc.seen == 2500  # nothing embedded again
+    assert index is built["bow"]  # and the index is not rebuilt
+    hit = search.top_k(enc.encode([lines[7]])[0], index, corpus, k=1)[0]
+    assert hit.index == 7 or hit.score == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(search.CorpusError, match="2500 passages; at most 2000"):
+        search.parse_corpus("big.txt", corpus_file.read_bytes())  # the default cap
+
+
+def test_index_cli_on_the_tiny_model(tiny_dir, tmp_path, capsys):
+    lines = ["the cat sat on the mat .", "the bird flew over the sea .", "fire and water ."]
+    corpus_file = tmp_path / "c.jsonl"
+    corpus_file.write_text("\n".join(f'{{"text": "{t}"}}' for t in lines))
+    flags = ["--base-model", str(tiny_dir), "--adapters", "none", "--device", "cpu"]
+    argv = ["index", str(corpus_file), "--systems", "base", "--no-progress", *flags]
+    assert search.main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "base: VectorIndex(n=3" in capsys.readouterr().out
+
+    spec = ModelSpec(base=str(tiny_dir), adapters={}, device="cpu", cache_dir=tmp_path / "cache")
+    enc = search.EngineEncoder(Engine.from_spec(spec), "base")
+    corpus = search.parse_corpus("c.jsonl", corpus_file.read_bytes())
+    cached = np.load(search.cache_path(tmp_path / "cache", enc, corpus))
+    np.testing.assert_allclose(cached, enc.encode(lines), atol=1e-5)
+
+
+def test_index_cli_errors_are_one_line(tmp_path, capsys):
+    missing = str(tmp_path / "nope.txt")
+    assert search.main(["index", missing, "--systems", "minilm"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
