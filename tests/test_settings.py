@@ -223,4 +223,3 @@ def test_readme_lists_every_setting():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert settings_table() in readme, "README's Settings table: paste `python -m app.settings`"
-
