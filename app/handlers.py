@@ -40,7 +40,7 @@ from annotation_db.report import write_report
 from annotation_db.results import not_enough
 from magnet_model import search
 from magnet_model.engine import END_REASONS, Engine
-from magnet_model.errors import MagnetError
+from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.metrics import repetition_stats
 
 from . import rating_form, render, studies
@@ -83,7 +83,8 @@ class MagnetApp:
     store: AnnotationStore
     settings: AppSettings = field(default_factory=AppSettings)
     cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
-    unavailable: dict[str, str] = field(default_factory=dict)  # adapter -> why not loaded
+    # adapters that did not load -> why (main.load_engine)
+    unavailable: dict[str, ModelLoadError] = field(default_factory=dict)
     minilm: search.Encoder | None = None
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
     vote_limiter: RateLimiter = field(
@@ -119,10 +120,11 @@ class MagnetApp:
         adapter = system if system not in ("base", "zero-shot", "five-shot", "minilm") else None
         if adapter is None or adapter in self.engine.adapter_names:
             return None
-        return self.unavailable.get(
-            adapter,
+        if adapter in self.unavailable:
+            return str(self.unavailable[adapter])
+        return (
             f"the '{adapter}' adapter is not loaded (train it into adapters/{adapter}, "
-            f"or set MAGNET_ADAPTERS={adapter}=PATH).",
+            f"or set MAGNET_ADAPTERS={adapter}=PATH)."
         )
 
     def check_text(self, text: str | None, what: str) -> str:

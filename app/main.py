@@ -8,7 +8,6 @@ handlers.py; this file is layout, wiring and start-up.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -23,6 +22,7 @@ from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.loading import load_model
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 
@@ -397,20 +397,12 @@ def server_app_kwargs(app: MagnetApp) -> dict:
     }
 
 
-def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, str]]:
-    """The engine with every adapter that loads; one that does not is reported, not fatal."""
-    adapters = dict(spec.adapters)
-    unavailable: dict[str, str] = {}
-    while True:
-        try:
-            return Engine.from_spec(dataclasses.replace(spec, adapters=adapters)), unavailable
-        except ModelLoadError as e:
-            bad = next((n for n in adapters if f"'{n}'" in str(e)), None)
-            if bad is None:
-                raise
-            log.warning("Adapter %s is unavailable: %s", bad, e)
-            unavailable[bad] = str(e)
-            del adapters[bad]
+def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
+    """The engine with every adapter that loads, the base model loaded once; an adapter that
+    does not load is reported (adapter -> the error saying why), not fatal. A base model that
+    does not load raises its ModelLoadError."""
+    engine = Engine(load_model(spec, skip_failed_adapters=True))
+    return engine, dict(engine.loaded.failed)
 
 
 def main(argv: list[str] | None = None) -> int:

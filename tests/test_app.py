@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -223,28 +224,81 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
     assert demo._queue.max_size == 32
 
 
-def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
-    """An adapter still being trained (config, no weights) or missing is reported, not fatal."""
-    import dataclasses
-
-    from app.main import load_engine
-    from magnet_model.settings import ModelSpec
-
+def _saved_engine(tmp_path):
+    """The tiny engine's base and both adapters saved as folders -> (base, {adapter: folder})."""
     engine = tiny_engine()
     base = tmp_path / "base"
     engine.model.get_base_model().save_pretrained(base)
     engine.tokenizer.save_pretrained(base)
-    engine.model.save_pretrained(tmp_path / "ad", selected_adapters=["magnet"])
-    half = next((tmp_path / "ad").rglob("adapter_config.json")).parent
-    for weights in half.glob("adapter_model.*"):
+    folders = {}
+    for name in ("magnet", "llm2vec"):
+        engine.model.save_pretrained(tmp_path / name, selected_adapters=[name])
+        folders[name] = next((tmp_path / name).rglob("adapter_config.json")).parent
+    return base, folders
+
+
+def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
+    """An adapter still being trained (config, no weights) or missing is reported, not fatal."""
+    from app.main import load_engine
+    from magnet_model.settings import ModelSpec
+
+    base, folders = _saved_engine(tmp_path)
+    for weights in folders["magnet"].glob("adapter_model.*"):
         weights.unlink()  # a save in progress
     spec = ModelSpec(base=str(base), device="cpu", cache_dir=tmp_path / "cache")
-    spec = dataclasses.replace(spec, adapters={"magnet": str(half), "llm2vec": "/nope/llm2vec"})
+    spec = dataclasses.replace(
+        spec, adapters={"magnet": str(folders["magnet"]), "llm2vec": "/nope/llm2vec"}
+    )
     loaded, unavailable = load_engine(spec)
     assert loaded.adapter_names == [] and set(unavailable) == {"magnet", "llm2vec"}
+    assert all(e.adapter == name for name, e in unavailable.items())
     app = make_app(tmp_path, loaded)
     app.unavailable = unavailable
     assert "magnet" in app.availability("magnet") and "/nope/llm2vec" in app.availability("llm2vec")
+
+
+def test_one_broken_adapter_leaves_the_other_served(tmp_path):
+    """magnet half-saved, llm2vec fine: llm2vec continues, magnet's column names it and why,
+    and the page's header says which adapter is not loaded."""
+    from app.main import load_engine
+    from magnet_model.settings import ModelSpec
+
+    base, folders = _saved_engine(tmp_path)
+    for weights in folders["magnet"].glob("adapter_model.*"):
+        weights.unlink()
+    spec = ModelSpec(
+        base=str(base),
+        device="cpu",
+        cache_dir=tmp_path / "cache",
+        adapters={k: str(v) for k, v in folders.items()},
+    )
+    engine, unavailable = load_engine(spec)
+    assert engine.adapter_names == ["llm2vec"] and set(unavailable) == {"magnet"}
+    app = make_app(tmp_path, engine)
+    app.unavailable = unavailable
+    *_, last = app.continue_("the cat sat on the", 3)
+    texts, stats = last[0::2], last[1::2]
+    assert stats[0].startswith("Unavailable: ") and "adapter 'magnet'" in stats[0]
+    assert str(folders["magnet"]) in stats[0]
+    assert texts[1] and texts[2] and "Unavailable" not in stats[1] + stats[2]
+    header = next(b.value for b in build_demo(app).blocks.values() if isinstance(b, gr.Markdown))
+    assert "Not loaded: magnet" in header
+
+
+def test_broken_base_model_is_one_clear_error(tmp_path, capsys):
+    from app.main import load_engine, main
+    from magnet_model.errors import ModelLoadError
+    from magnet_model.settings import ModelSpec
+
+    _, folders = _saved_engine(tmp_path)
+    spec = ModelSpec(base=str(tmp_path / "no-base"), adapters={"magnet": str(folders["magnet"])})
+    with pytest.raises(ModelLoadError, match="does not exist on disk") as info:
+        load_engine(spec)
+    assert info.value.adapter is None
+    db = str(tmp_path / "db.sqlite3")
+    assert main(["--base-model", str(tmp_path / "no-base"), "--db-path", db]) == 2
+    err = capsys.readouterr().err
+    assert "error: The base model" in err and "Traceback" not in err
 
 
 def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
