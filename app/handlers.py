@@ -39,7 +39,7 @@ from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import write_report
 from annotation_db.results import not_enough
 from magnet_model import search
-from magnet_model.engine import END_REASONS, Engine
+from magnet_model.engine import END_REASONS, Engine, InfillResult
 from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.metrics import repetition_stats
 
@@ -71,6 +71,19 @@ VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session an
 STATUS_CHOICES = ("open", "closed", "draft")
 BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A system that has no result in a comparison, and why: its adapter is not loaded, or it
+    failed on this input. Shown in the system's place, never mixed up with a result."""
+
+    system: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"Unavailable: {self.reason}"
 
 
 def _error(e: Exception) -> gr.Error:
@@ -115,16 +128,17 @@ class MagnetApp:
 
     # ---------------------------------------------------------------- shared checks
 
-    def availability(self, system: str) -> str | None:
-        """None when the system can run, else the reason it cannot (shown in its column)."""
+    def availability(self, system: str) -> Unavailable | None:
+        """None when the system can run, else why it cannot (shown in its column)."""
         adapter = system if system not in ("base", "zero-shot", "five-shot", "minilm") else None
         if adapter is None or adapter in self.engine.adapter_names:
             return None
         if adapter in self.unavailable:
-            return str(self.unavailable[adapter])
-        return (
+            return Unavailable(system, str(self.unavailable[adapter]))
+        return Unavailable(
+            system,
             f"the '{adapter}' adapter is not loaded (train it into adapters/{adapter}, "
-            f"or set MAGNET_ADAPTERS={adapter}=PATH)."
+            f"or set MAGNET_ADAPTERS={adapter}=PATH).",
         )
 
     def check_text(self, text: str | None, what: str) -> str:
@@ -207,7 +221,7 @@ class MagnetApp:
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
         if blind:
-            ready = [i for i in order if isinstance(results[i], tuple) is False]
+            ready = [i for i in order if not isinstance(results[i], Unavailable)]
             if len(ready) < 2:
                 raise gr.Error("Blind comparison needs at least two systems that can run.")
             random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
@@ -231,8 +245,8 @@ class MagnetApp:
         cols: list = []
         for pos, i in enumerate(order):
             system, r = INFILL_SYSTEMS[i], results[i]
-            if isinstance(r, tuple):  # (None, reason): unavailable or failed
-                cols += [f"### {TITLES[system]}", "", f"Unavailable: {r[1]}"]
+            if isinstance(r, Unavailable):  # not loaded, or failed on this text
+                cols += [f"### {TITLES[system]}", "", r.message]
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
             # Blind: time and token counts would point at the slow five-shot system; they are
@@ -607,7 +621,9 @@ class MagnetApp:
         for s in systems:
             why = self.availability(s)
             if why:
-                raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
+                raise gr.Error(
+                    f"{TITLES.get(s, s)} is unavailable: {why.reason}", print_exception=False
+                )
         if name.strip() in {s.name for s in self.store.list_studies()}:  # before any generation
             raise gr.Error(
                 f"A study named '{name.strip()}' already exists; pick another name.",
@@ -856,22 +872,22 @@ class MagnetApp:
         if self.cuda_inside_calls:
             self.engine.to_cuda_if_visible()
 
-    def _infill_all(self, text: str, decoding: dict) -> list:
+    def _infill_all(self, text: str, decoding: dict) -> list[InfillResult | Unavailable]:
         """All three infills of one comparison, run as one batch by the engine (one GPU
-        call); (None, reason) for a system that is unavailable or failed."""
+        call); Unavailable for a system that is not loaded or failed."""
         ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
         out = self.compare_infill(text, ready, decoding) if ready else []
         done = dict(zip(ready, out, strict=True))
         errors = [r for r in out if isinstance(r, MagnetError)]
         if errors and len(errors) == len(out):
             raise _error(errors[0]) from None
-        results: list = []
+        results: list[InfillResult | Unavailable] = []
         for system in INFILL_SYSTEMS:
             r = done.get(system)
             if r is None:
-                results.append((None, self.availability(system)))
+                results.append(self.availability(system))
             elif isinstance(r, MagnetError):
-                results.append((None, str(r)))
+                results.append(Unavailable(system, str(r)))
             else:
                 results.append(r)
         return results
@@ -895,7 +911,7 @@ class MagnetApp:
         for system in CONTINUE_SYSTEMS:
             why = self.availability(system)
             if why:
-                stats[system] = f"Unavailable: {why}"
+                stats[system] = why.message
             else:
                 running.append(system)
         adapters = [None if system == "base" else system for system in running]
@@ -934,7 +950,7 @@ class MagnetApp:
         for n, system in enumerate(SEARCH_SYSTEMS):
             why = self.availability(system)
             if why:
-                tables.append([[None, None, f"Unavailable: {why}"]])
+                tables.append([[None, None, why.message]])
                 continue
             t0 = time.perf_counter()
 

@@ -254,7 +254,10 @@ def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
     assert all(e.adapter == name for name, e in unavailable.items())
     app = make_app(tmp_path, loaded)
     app.unavailable = unavailable
-    assert "magnet" in app.availability("magnet") and "/nope/llm2vec" in app.availability("llm2vec")
+    magnet, llm2vec = app.availability("magnet"), app.availability("llm2vec")
+    assert (magnet.system, llm2vec.system) == ("magnet", "llm2vec")
+    assert "magnet" in magnet.reason and "/nope/llm2vec" in llm2vec.reason
+    assert app.availability("zero-shot") is None
 
 
 def test_one_broken_adapter_leaves_the_other_served(tmp_path):
