@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,17 @@ class Unavailable:
 
 def _error(e: Exception) -> gr.Error:
     return gr.Error(str(e), print_exception=False)
+
+
+@contextmanager
+def user_errors():
+    """The one mapping of the two libraries' errors (AnnotationError, MagnetError) raised in
+    the block to a gr.Error with their one-sentence message and no traceback; also usable as
+    a decorator. A gr.Error raised in the block passes as it is."""
+    try:
+        yield
+    except (AnnotationError, MagnetError) as e:
+        raise _error(e) from None
 
 
 @dataclass
@@ -300,7 +312,7 @@ class MagnetApp:
                 )
             )
         visitor = getattr(request, "session_hash", None) if request else None
-        try:
+        with user_errors():
             receipt = self.store.record_blind_vote(
                 state["text"],
                 outs,
@@ -309,8 +321,6 @@ class MagnetApp:
                 visitor=visitor,
                 seen_unblinded=bool(state.get("seen_unblinded")),
             )
-        except AnnotationError as e:
-            raise _error(e) from None
         if not receipt.duplicate:
             self.vote_limiter.record(voters)
         names = "\n".join(
@@ -359,10 +369,8 @@ class MagnetApp:
             raise gr.Error(
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
-        try:
+        with user_errors():
             return search.parse_corpus(path.name, path.read_bytes())
-        except MagnetError as e:
-            raise _error(e) from None
 
     def encoder(self, system: str) -> search.Encoder:
         if system == "minilm":
@@ -411,12 +419,10 @@ class MagnetApp:
         token = (token or "").strip()
         if not token:
             raise gr.Error("Paste the token of your invite link.", print_exception=False)
-        try:
+        with user_errors():
             session = self.store.open_session(token)
             item = self.store.next_item(token) if session.is_open else None
             prog = self.store.rater_progress(token)
-        except AnnotationError as e:
-            raise _error(e) from None
         head = f"Study: {session.study} — rater: {session.display_name}\n\n{session.instructions}"
         if not session.is_open:
             return self._rater_view(None, head, "This study is closed. Thank you!")
@@ -517,10 +523,8 @@ class MagnetApp:
             raise gr.Error("Open your invite link first.", print_exception=False)
         assignment_id = self._displayed_assignment(token, shown_item)
         per_slot = 1 + MAX_LIKERT
-        try:
+        with user_errors():
             item = self.store.rater_item(token, assignment_id)
-        except AnnotationError as e:
-            raise _error(e) from None
         likerts = [q for q in item.questions if q.kind == "likert"][:MAX_LIKERT]
         ask_app = any(q.kind == "appropriate" for q in item.questions)
         answers: dict[str, dict] = {}
@@ -537,24 +541,23 @@ class MagnetApp:
             raise gr.Error(missing, print_exception=False)
         if isinstance(comment, str):
             _check_encodable(comment, "The comment")
-        try:
-            self.store.submit(
-                token,
-                assignment_id,
-                answers,
-                preference=preference or None,
-                comment=(comment or "").strip() or None,
-            )
-        except StorageError as e:
-            log.error("Rating of assignment %s not stored: %s", assignment_id, e)
-            raise gr.Error(
-                "Your answer was NOT saved: the rating database is not writable right now. "
-                "Keep this page open and press Submit again in a minute; if it keeps failing, "
-                "tell the study's organiser.",
-                print_exception=False,
-            ) from None
-        except AnnotationError as e:
-            raise _error(e) from None
+        with user_errors():  # any other refusal: the store's own sentence
+            try:
+                self.store.submit(
+                    token,
+                    assignment_id,
+                    answers,
+                    preference=preference or None,
+                    comment=(comment or "").strip() or None,
+                )
+            except StorageError as e:
+                log.error("Rating of assignment %s not stored: %s", assignment_id, e)
+                raise gr.Error(
+                    "Your answer was NOT saved: the rating database is not writable right now. "
+                    "Keep this page open and press Submit again in a minute; if it keeps "
+                    "failing, tell the study's organiser.",
+                    print_exception=False,
+                ) from None
         return self.rate_open(token)
 
     # ---------------------------------------------------------------- Admin tab
@@ -610,10 +613,8 @@ class MagnetApp:
         self._admin(authorized)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
-        try:
+        with user_errors():
             name = check_study_name(name)  # before minutes of generation, not after
-        except AnnotationError as e:
-            raise _error(e) from None
         resuming = name in studies.unfinished(self.store)
         systems = list(systems or [])
         if not systems and not resuming:
@@ -646,7 +647,7 @@ class MagnetApp:
             return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
 
         progress(0, desc="Generating outputs")
-        try:
+        with user_errors():
             info, reused = studies.build_study(
                 self.engine,
                 self.compare_infill,
@@ -662,8 +663,6 @@ class MagnetApp:
                     done / max(total, 1), desc=f"Outputs {done}/{total}"
                 ),
             )
-        except (AnnotationError, MagnetError) as e:
-            raise _error(e) from None
         msg = (
             f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
             f"({render.plural(info.n_gold, 'attention check')}), systems "
@@ -728,18 +727,14 @@ class MagnetApp:
         people = [n.strip() for n in (names or "").splitlines() if n.strip()]
         if not study or not people:
             raise gr.Error("Pick a study and type one rater name per line.", print_exception=False)
-        try:
+        with user_errors():
             invites = self.store.invite_many(study, people)
-        except AnnotationError as e:
-            raise _error(e) from None
         return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
 
     def admin_progress(self, authorized: bool, study: str) -> tuple:
         self._admin(authorized)
-        try:
+        with user_errors():
             p = self.store.progress(study)
-        except AnnotationError as e:
-            raise _error(e) from None
         rows = [
             [r.rater_id, r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
             + ["revoked" if r.revoked else "active"]
@@ -755,10 +750,8 @@ class MagnetApp:
         """-> (a table with n on every row, the results as JSON, a plot of the appropriate
         share per system with intervals)."""
         self._admin(authorized)
-        try:
+        with user_errors():
             res = self.store.results(study)
-        except AnnotationError as e:
-            raise _error(e) from None
         return _results_rows(res), res.to_dict(), _rates_plot(res)
 
     def admin_status(self, authorized: bool, study: str, status: str) -> str:
@@ -766,10 +759,8 @@ class MagnetApp:
         self._admin(authorized)
         if not study or status not in STATUS_CHOICES:
             raise gr.Error("Pick a study and a status.", print_exception=False)
-        try:
+        with user_errors():
             info = self.store.set_status(study, status)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info("Study %r set to %s by the admin", info.name, info.status)
         return f"Study '{info.name}' is now {info.status}."
 
@@ -777,10 +768,8 @@ class MagnetApp:
         """Make one rater's invite link stop working (their answers so far are kept)."""
         self._admin(authorized)
         rater = _rater_id(study, rater_id)
-        try:
+        with user_errors():
             r = self.store.revoke(study, rater)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
         return (
             f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
@@ -797,10 +786,8 @@ class MagnetApp:
         """A new invite link for one rater (the old one stops working; answers are kept)."""
         self._admin(authorized)
         rater = _rater_id(study, rater_id)
-        try:
+        with user_errors():
             inv = self.store.new_link(study, rater)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info(
             "New invite link for rater %s (%s) in study %r", inv.rater_id, inv.display_name, study
         )
@@ -821,10 +808,8 @@ class MagnetApp:
         if not study or ext is None:
             raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
         out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
-        try:
+        with user_errors():
             return self._download_link(self.store.export(study, fmt, out))
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
         """The study's self-contained HTML report -> a single-use download link (Markdown)."""
@@ -837,22 +822,18 @@ class MagnetApp:
             else float(exclude_failing_share)
         )
         out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
-        try:
+        with user_errors():
             return self._download_link(
                 write_report(self.store, study, out, exclude_failing_share=share)
             )
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def admin_backup(self, authorized: bool) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""
         self._admin(authorized)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
-        try:
+        with user_errors():
             return self._download_link(self.store.backup(out))
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def _download_link(self, path: Path) -> str:
         ticket = self.downloads.publish(path)
@@ -896,10 +877,8 @@ class MagnetApp:
         """engine.compare_infill of the systems on one text: per system an InfillResult or
         the MagnetError that stopped it; an error of the input itself as gr.Error."""
         self._on_device()
-        try:
+        with user_errors():  # the input itself is bad: say so once
             return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
-        except MagnetError as e:
-            raise _error(e) from None  # the input itself is bad: say so once
 
     def _compare_continue(self, prompt: str, kw: dict) -> Iterator[tuple]:
         """The three continuations grow side by side: rows of one batch, one token each per
@@ -915,10 +894,8 @@ class MagnetApp:
             else:
                 running.append(system)
         adapters = [None if system == "base" else system for system in running]
-        try:
+        with user_errors():
             steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
-        except MagnetError as e:
-            raise _error(e) from None
         start = time.perf_counter()
         done: set[str] = set()
         try:
@@ -961,12 +938,10 @@ class MagnetApp:
                         desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
                     )
 
-            try:
+            with user_errors():
                 enc = self.encoder(system)
                 vecs = search.corpus_vectors(enc, corpus, self.cache_dir, report)
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
-            except MagnetError as e:
-                raise _error(e) from None
             hits[system] = found
             tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")

@@ -313,3 +313,28 @@ def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
     assert all(t.headers == ["#", "cosine", "passage"] for t in tables)
     rows = {id(t.parent.parent) for t in tables}  # column -> row: two rows of two
     assert len(rows) == 2
+
+
+def test_library_errors_become_one_sentence_for_the_visitor():
+    """user_errors: AnnotationError and MagnetError -> gr.Error with the same sentence and no
+    traceback; a gr.Error or any other exception passes unchanged."""
+    from annotation_db import AnnotationError
+    from app.handlers import user_errors
+    from magnet_model.errors import InputError
+
+    for error in (AnnotationError("No study named 'x'."), InputError("The text is empty.")):
+        with pytest.raises(gr.Error) as info, user_errors():
+            raise error
+        assert info.value.message == str(error) and info.value.print_exception is False
+        assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(gr.Error, match="mine"), user_errors():
+        raise gr.Error("mine")
+    with pytest.raises(KeyError), user_errors():
+        raise KeyError("a bug stays a bug")
+
+    @user_errors()
+    def handler():
+        raise AnnotationError("refused")
+
+    with pytest.raises(gr.Error, match="refused"):
+        handler()
