@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import logging
 import math
 import random
@@ -46,6 +45,16 @@ from magnet_model.metrics import repetition_stats
 
 from . import rating_form, render, studies
 from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
+from .outputs import (
+    ContinueColumn,
+    ContinueView,
+    InfillColumn,
+    InfillView,
+    RaterPage,
+    RaterSlot,
+    RaterView,
+    SearchView,
+)
 from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
@@ -186,12 +195,10 @@ class MagnetApp:
         max_span: float = 16,
         blind: bool = False,
         request: gr.Request | None = None,
-    ) -> tuple:
-        """Fill the blanks with MAGNET, zero-shot and five-shot.
-
-        Returns (title, highlighted, info) for each of three columns, then the blind-vote
-        state, the vote row's visibility and the reveal text.
-        """
+    ) -> InfillView:
+        """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
+        highlighted text, info), then the blind-vote state, the vote row's visibility and the
+        reveal text."""
         text = self.check_text(text, "text")
         if MARKER not in text:
             raise gr.Error(
@@ -254,11 +261,11 @@ class MagnetApp:
                     for i in ready
                 ],
             }
-        cols: list = []
+        cols: list[InfillColumn] = []
         for pos, i in enumerate(order):
             system, r = INFILL_SYSTEMS[i], results[i]
             if isinstance(r, Unavailable):  # not loaded, or failed on this text
-                cols += [f"### {TITLES[system]}", "", r.message]
+                cols.append(InfillColumn(f"### {TITLES[system]}", "", r.message))
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
             # Blind: time and token counts would point at the slow five-shot system; they are
@@ -266,7 +273,7 @@ class MagnetApp:
             info = (
                 "Time and length are shown after the vote." if blind else _infill_info(r, max_span)
             )
-            cols += [title, render.filled_html(r.highlighted()), info]
+            cols.append(InfillColumn(title, render.filled_html(r.highlighted()), info))
         reveal = (
             "Vote to see which system wrote which output. Blind comparisons are sampled "
             f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
@@ -274,7 +281,7 @@ class MagnetApp:
             if blind
             else ""
         )
-        return (*cols, state, gr.update(visible=blind), reveal)
+        return InfillView(cols, state, gr.update(visible=blind), reveal)
 
     def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
         """Store a blind vote through annotation_db, then reveal the names -> (reveal, state)."""
@@ -340,11 +347,9 @@ class MagnetApp:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: float | None = None,
-    ) -> Iterator[tuple]:
-        """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn.
-
-        Yields (text, stats) for each of the three columns.
-        """
+    ) -> Iterator[ContinueView]:
+        """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
+        each step a column (text, stats) per system."""
         prompt = self.check_text(prompt, "prompt")
         n = int(max_new_tokens)
         if not 1 <= n <= self.settings.max_new_tokens:
@@ -381,7 +386,7 @@ class MagnetApp:
 
     def search(
         self, query: str, upload: str | None = None, k: float = 5, progress=PROGRESS
-    ) -> tuple:
+    ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
         query = self.check_text(query, "query")
         corpus = self.corpus(upload)
@@ -404,17 +409,17 @@ class MagnetApp:
 
     # ---------------------------------------------------------------- rater page (/rate)
 
-    def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> tuple:
+    def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> RaterPage:
         """On page load: the token of an invite link (?token=...) opens the session."""
         token = (token_box or "").strip()
         if not token and request is not None:
             token = dict(getattr(request, "query_params", {}) or {}).get("token", "")
         if not token:
             hint = "Open your invite link, or paste its token."
-            return (token, *self._rater_view(None, None, hint))
-        return (token, *self.rate_open(token))
+            return RaterPage(token, self._rater_view(None, None, hint))
+        return RaterPage(token, self.rate_open(token))
 
-    def rate_open(self, token: str) -> tuple:
+    def rate_open(self, token: str) -> RaterView:
         """Open a rater's session and show their current (or next) item."""
         token = (token or "").strip()
         if not token:
@@ -461,32 +466,27 @@ class MagnetApp:
 
     def _rater_view(
         self, item: RaterItem | None, head: str | None, status: str, token: str = ""
-    ) -> tuple:
-        """(head, status, shown-item id, item text, then per output slot: visibility, title,
-        highlighted text, appropriate, Likert x MAX_LIKERT; then preference, comment, submit)."""
-        slots: list = []
+    ) -> RaterView:
+        """Head, status, shown-item id, item text, then per output slot its visibility, title,
+        highlighted text, appropriate and Likert questions; then preference, comment, submit."""
+        slots: list[RaterSlot] = []
         qs = item.questions if item else []
         has = {q.kind for q in qs}
         likerts = [q for q in qs if q.kind == "likert"][:MAX_LIKERT]
         appropriate = next((q for q in qs if q.kind == "appropriate"), None)
         for i in range(MAX_OUTPUTS):
             out = item.outputs[i] if item and i < len(item.outputs) else None
-            slots.append(gr.update(visible=out is not None))
             if out is None:
-                slots += [None, None, gr.update(value=None), *[gr.update(value=None)] * MAX_LIKERT]
+                empty = [gr.update(value=None) for _ in range(MAX_LIKERT)]
+                slots.append(
+                    RaterSlot(gr.update(visible=False), None, None, gr.update(value=None), empty)
+                )
                 continue
             pieces = render.fills_pieces(item.text, MARKER, out.text, out.fills)
-            slots += [f"Output {out.label}", render.filled_html(pieces)]
-            slots.append(
-                gr.update(
-                    visible=appropriate is not None,
-                    value=None,
-                    label=appropriate.prompt if appropriate else "",
-                )
-            )
+            shown_likert = []
             for j in range(MAX_LIKERT):
                 q = likerts[j] if j < len(likerts) else None
-                slots.append(
+                shown_likert.append(
                     gr.update(
                         visible=q is not None,
                         value=None,
@@ -494,22 +494,37 @@ class MagnetApp:
                         choices=[str(v) for v in range(q.scale_min, q.scale_max + 1)] if q else [],
                     )
                 )
+            slots.append(
+                RaterSlot(
+                    visible=gr.update(visible=True),
+                    title=f"Output {out.label}",
+                    shown=render.filled_html(pieces),
+                    appropriate=gr.update(
+                        visible=appropriate is not None,
+                        value=None,
+                        label=appropriate.prompt if appropriate else "",
+                    ),
+                    likert=shown_likert,
+                )
+            )
         pref = next((q for q in qs if q.kind == "preference"), None)
         choices = [o.label for o in item.outputs] if item else []
         if pref:
             choices += ["tie"] * pref.allow_tie + ["all_bad"] * pref.allow_all_bad
-        return (
-            head or "",
-            status,
-            self._shown_item_id(token, item),
-            gr.update(value=item.text if item else "", visible=item is not None),
-            *slots,
-            gr.update(visible=pref is not None, choices=render.choices(choices), value=None),
-            gr.update(visible="comment" in has and item is not None, value=""),
-            gr.update(visible=item is not None),
+        return RaterView(
+            head=head or "",
+            status=status,
+            shown_item=self._shown_item_id(token, item),
+            item_text=gr.update(value=item.text if item else "", visible=item is not None),
+            slots=slots,
+            preference=gr.update(
+                visible=pref is not None, choices=render.choices(choices), value=None
+            ),
+            comment=gr.update(visible="comment" in has and item is not None, value=""),
+            submit=gr.update(visible=item is not None),
         )
 
-    def rate_submit(self, token: str, shown_item: str | None, *values) -> tuple:
+    def rate_submit(self, token: str, shown_item: str | None, *values) -> RaterView:
         """Submit the answers to the item the page showed, then show the next one.
 
         shown_item: the id the page got with the item (``_shown_item_id``), sent back by the
@@ -880,9 +895,9 @@ class MagnetApp:
         with user_errors():  # the input itself is bad: say so once
             return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
 
-    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[tuple]:
+    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[ContinueView]:
         """The three continuations grow side by side: rows of one batch, one token each per
-        step. Yields (text, stats) for each of the three columns."""
+        step. Yields a column (text, stats) per system."""
         self._on_device()
         texts = {system: "" for system in CONTINUE_SYSTEMS}
         stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
@@ -908,18 +923,16 @@ class MagnetApp:
                     if reason is not None:
                         done.add(system)
                         stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
-                yield tuple(
-                    itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
-                )
+                yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
         except MagnetError as e:
             for system in running:
                 if system not in done:
                     stats[system] = f"Stopped: {e}"
-            yield tuple(
-                itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
-            )
+            yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
 
-    def _compare_search(self, query: str, corpus: search.Corpus, k: int, progress=None) -> tuple:
+    def _compare_search(
+        self, query: str, corpus: search.Corpus, k: int, progress=None
+    ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
         self._on_device()
         hits: dict[str, list[search.Hit]] = {}
@@ -950,7 +963,7 @@ class MagnetApp:
         passages = render.plural(len(corpus), "passage")
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
         headers = ["system", *[TITLES[b] for b in names]]
-        return (*tables, gr.update(value=overlap, headers=headers), note)
+        return SearchView(tables, gr.update(value=overlap, headers=headers), note)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

@@ -37,6 +37,14 @@ from .handlers import (
     TITLES,
     MagnetApp,
 )
+from .outputs import (
+    ContinueColumn,
+    ContinueView,
+    InfillColumn,
+    InfillView,
+    SearchView,
+    gradio_fn,
+)
 from .rater_page import REDIRECT_JS, add_rater_page
 from .render import QUESTION_LABELS, choices, model_description
 from .security import (
@@ -115,15 +123,14 @@ def _infill_tab(app: MagnetApp) -> None:
     span_max = app.settings.max_span_tokens
     max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
-    outputs = []
+    columns, filled = [], []
     with gr.Row():
         for system in INFILL_SYSTEMS:
             with gr.Column(elem_classes="infill-col"):
-                outputs += [
-                    gr.Markdown(f"### {TITLES[system]}"),
-                    gr.HTML(elem_classes="filled-box"),
-                    gr.Markdown(),
-                ]
+                title = gr.Markdown(f"### {TITLES[system]}")
+                filled.append(gr.HTML(elem_classes="filled-box"))
+                info = gr.Markdown()
+                columns.append(InfillColumn.wire(title=title, filled=filled[-1], info=info))
     gr.Markdown(
         "The systems run together, as rows of one batch: each *done after* is when that "
         "system's last blank was filled, not a time of its own.",
@@ -136,10 +143,10 @@ def _infill_tab(app: MagnetApp) -> None:
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
     fill.click(
-        app.infill,
+        gradio_fn(app.infill),
         inputs=[text, *decoding, max_span, blind],
-        outputs=[*outputs, state, vote_row, reveal],
-        show_progress_on=outputs[1::3],  # on the filled texts only
+        outputs=InfillView.wire(columns=columns, state=state, vote_row=vote_row, reveal=reveal),
+        show_progress_on=filled,  # on the filled texts only
         api_name="infill",
         **MODEL,
     )
@@ -158,16 +165,17 @@ def _continue_tab(app: MagnetApp) -> None:
     length = gr.Slider(1, top, value=min(48, top), step=1, label="Max new tokens")
     decoding = _decoding_controls(app)
     run = gr.Button("Continue", variant="primary", elem_id="continue-run")
-    outputs = []
+    columns = []
     with gr.Row():
         for system in CONTINUE_SYSTEMS:
             with gr.Column():
                 gr.Markdown(f"### {TITLES[system]}")
-                outputs += [gr.Textbox(label="Continuation", lines=8), gr.Markdown()]
+                text = gr.Textbox(label="Continuation", lines=8)
+                columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
     run.click(
-        app.continue_,
+        gradio_fn(app.continue_),
         inputs=[prompt, length, *decoding],
-        outputs=outputs,
+        outputs=ContinueView.wire(columns=columns),
         api_name="continue",
         **MODEL,
     )
@@ -208,9 +216,9 @@ def _search_tab(app: MagnetApp) -> None:
                     )
     overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
     run.click(
-        app.search,
+        gradio_fn(app.search),
         inputs=[query, upload, k],
-        outputs=[*tables, overlap, note],
+        outputs=SearchView.wire(tables=tables, overlap=overlap, note=note),
         show_progress_on=note,  # one progress bar, not one per table
         **MODEL,
     )
