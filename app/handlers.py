@@ -1,8 +1,10 @@
 """What the buttons call: validation, calls into magnet_model / annotation_db, rendering.
 
 Every handler is a method of MagnetApp (the services of one process: the engine, the
-annotation store, the search encoders), so tests call exactly what Gradio calls. Errors of the
-two libraries become gr.Error with their one-sentence message; no traceback reaches a visitor.
+annotation store, the search encoders), so tests call what Gradio calls. A handler with several
+outputs returns a named result (outputs.py), which Gradio gets as its tuple of values through
+outputs.gradio_fn. Errors of the two libraries become gr.Error with their one-sentence message
+(user_errors); no traceback reaches a visitor.
 Everything a user typed or uploaded goes to Textbox / Dataframe values (rendered as text by
 the browser), or into HTML only escaped (render.filled_html); never into Markdown.
 """
@@ -46,6 +48,9 @@ from magnet_model.metrics import repetition_stats
 from . import rating_form, render, studies
 from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
 from .outputs import (
+    AdminLogin,
+    AdminProgress,
+    AdminResults,
     ContinueColumn,
     ContinueView,
     InfillColumn,
@@ -54,6 +59,7 @@ from .outputs import (
     RaterSlot,
     RaterView,
     SearchView,
+    StudyForm,
 )
 from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
@@ -577,8 +583,8 @@ class MagnetApp:
 
     # ---------------------------------------------------------------- Admin tab
 
-    def admin_login(self, password: str, request: gr.Request | None = None) -> tuple:
-        """-> (authorized, panel visibility, message, study list). Compared in constant time,
+    def admin_login(self, password: str, request: gr.Request | None = None) -> AdminLogin:
+        """-> authorized, panel visibility, message, study list. Compared in constant time,
         and only when this client (and the app as a whole) is not locked out after wrong
         passwords; a refusal shows its one message and touches nothing else."""
         client = _client(request)
@@ -586,16 +592,16 @@ class MagnetApp:
         if wait > 0:
             log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
             msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
-            return False, gr.update(visible=False), msg, gr.skip()
+            return AdminLogin(False, gr.update(visible=False), msg, gr.skip())
         want = self.settings.admin_password
         given = (password or "").encode("utf-8", "surrogatepass")
         ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
         if ok:
             self.login_throttle.succeeded(client)
-            return True, gr.update(visible=True), "", self.admin_studies(True)
+            return AdminLogin(True, gr.update(visible=True), "", self.admin_studies(True))
         if want:
             self.login_throttle.failed(client)
-        return False, gr.update(visible=False), "Wrong password.", gr.skip()
+        return AdminLogin(False, gr.update(visible=False), "Wrong password.", gr.skip())
 
     def _admin(self, authorized: bool) -> None:
         if not (authorized and self.settings.admin_password):
@@ -687,20 +693,20 @@ class MagnetApp:
             msg += f" Resumed: {reused} outputs had been made before the restart."
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
 
-    def admin_preset(self, authorized: bool, preset: str = "paper") -> tuple:
-        """The paper's protocol in the form: (item kind, items, systems, questions, raters,
+    def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
+        """The paper's protocol in the form (item kind, items, systems, questions, raters,
         checks, max span, instructions); the study is made when the admin clicks create."""
         self._admin(authorized)
         p = studies.PAPER
-        return (
-            p.item_kind,
-            p.n_items,
-            list(p.systems),
-            list(p.questions),
-            p.raters_per_item,
-            p.n_gold,
-            p.max_span_tokens,
-            p.instructions,
+        return StudyForm(
+            item_kind=p.item_kind,
+            n_items=p.n_items,
+            systems=list(p.systems),
+            questions=list(p.questions),
+            raters_per_item=p.raters_per_item,
+            n_gold=p.n_gold,
+            max_span_tokens=p.max_span_tokens,
+            instructions=p.instructions,
         )
 
     def admin_plan(
@@ -746,7 +752,7 @@ class MagnetApp:
             invites = self.store.invite_many(study, people)
         return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
 
-    def admin_progress(self, authorized: bool, study: str) -> tuple:
+    def admin_progress(self, authorized: bool, study: str) -> AdminProgress:
         self._admin(authorized)
         with user_errors():
             p = self.store.progress(study)
@@ -759,15 +765,15 @@ class MagnetApp:
             f"{p.judgments_done} of {p.judgments_needed} judgments ({p.share_done:.0%}); "
             f"{p.items_complete} of {p.n_items} items complete; status {p.status}."
         )
-        return summary, rows
+        return AdminProgress(summary, rows)
 
-    def admin_results(self, authorized: bool, study: str) -> tuple:
-        """-> (a table with n on every row, the results as JSON, a plot of the appropriate
-        share per system with intervals)."""
+    def admin_results(self, authorized: bool, study: str) -> AdminResults:
+        """-> a table with n on every row, the results as JSON, a plot of the appropriate
+        share per system with intervals."""
         self._admin(authorized)
         with user_errors():
             res = self.store.results(study)
-        return _results_rows(res), res.to_dict(), _rates_plot(res)
+        return AdminResults(_results_rows(res), res.to_dict(), _rates_plot(res))
 
     def admin_status(self, authorized: bool, study: str, status: str) -> str:
         """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""

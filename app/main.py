@@ -38,11 +38,15 @@ from .handlers import (
     MagnetApp,
 )
 from .outputs import (
+    AdminLogin,
+    AdminProgress,
+    AdminResults,
     ContinueColumn,
     ContinueView,
     InfillColumn,
     InfillView,
     SearchView,
+    StudyForm,
     gradio_fn,
 )
 from .rater_page import REDIRECT_JS, add_rater_page
@@ -314,9 +318,11 @@ def _admin_tab(app: MagnetApp) -> None:
         files = gr.Markdown()  # a single-use link to a private file, never a public file URL
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(
-            app.admin_login,
+            gradio_fn(app.admin_login),
             inputs=password,
-            outputs=[authorized, panel, login_msg, study],
+            outputs=AdminLogin.wire(
+                authorized=authorized, panel=panel, message=login_msg, studies=study
+            ),
             **RATING,
         )
     set_status.click(
@@ -331,9 +337,18 @@ def _admin_tab(app: MagnetApp) -> None:
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
     paper.click(
-        app.admin_preset,
+        gradio_fn(app.admin_preset),
         inputs=authorized,
-        outputs=[item_kind, n_items, systems, questions, raters, n_gold, span, instructions],
+        outputs=StudyForm.wire(
+            item_kind=item_kind,
+            n_items=n_items,
+            systems=systems,
+            questions=questions,
+            raters_per_item=raters,
+            n_gold=n_gold,
+            max_span_tokens=span,
+            instructions=instructions,
+        ),
         **RATING,
     )
     for box in (p1, p2, icc, raters, n_items):
@@ -350,12 +365,15 @@ def _admin_tab(app: MagnetApp) -> None:
     )
     invite.click(app.admin_invite, inputs=[authorized, study, names], outputs=links, **RATING)
     prog_btn.click(
-        app.admin_progress, inputs=[authorized, study], outputs=[prog_summary, prog_rows], **RATING
+        gradio_fn(app.admin_progress),
+        inputs=[authorized, study],
+        outputs=AdminProgress.wire(summary=prog_summary, rows=prog_rows),
+        **RATING,
     )
     results_btn.click(
-        app.admin_results,
+        gradio_fn(app.admin_results),
         inputs=[authorized, study],
-        outputs=[results_table, results_json, results_plot],
+        outputs=AdminResults.wire(table=results_table, results=results_json, plot=results_plot),
         **RATING,
     )
     export.click(app.admin_export, inputs=[authorized, study, fmt], outputs=files, **RATING)

@@ -157,3 +157,40 @@ class RaterPage(Outputs):
 
     token: str
     view: RaterView
+
+
+@dataclass
+class AdminLogin(Outputs):
+    """Admin tab after a login attempt."""
+
+    authorized: bool  # gr.State: later admin calls check it
+    panel: Any  # gr.update: the admin panel's visibility
+    message: str
+    studies: Any  # gr.update of the study dropdown (gr.skip() when refused)
+
+
+@dataclass
+class StudyForm(Outputs):
+    """The new-study form's values (a preset fills them all)."""
+
+    item_kind: str
+    n_items: int
+    systems: list[str]
+    questions: list[str]
+    raters_per_item: int
+    n_gold: int
+    max_span_tokens: int
+    instructions: str
+
+
+@dataclass
+class AdminProgress(Outputs):
+    summary: str
+    rows: list[list]  # per rater: id, name, done, open, remaining, checks, failed, invite
+
+
+@dataclass
+class AdminResults(Outputs):
+    table: list[list]  # [result, n, estimate, 95% interval]
+    results: dict  # every number, as JSON
+    plot: Any  # matplotlib figure of the appropriate share per system, or None

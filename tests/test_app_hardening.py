@@ -185,23 +185,25 @@ def test_fifty_wrong_passwords_take_hours_and_the_right_one_works_after(app):
     app.login_throttle = LoginThrottle(clock=clock)
     start, tried = clock.now, 0
     while tried < 50:  # an attacker who tries again the moment it is allowed
-        ok, _, msg, _ = app.admin_login(f"guess{tried}", fake_request())
+        login = app.admin_login(f"guess{tried}", fake_request())
+        ok, msg = login.authorized, login.message
         assert ok is False
         if msg.startswith("Too many"):
             clock.now += float(re.search(r"in (\d+) s", msg).group(1))
         else:
             tried += 1
     assert clock.now - start > 3 * 3600
-    ok, _, msg, _ = app.admin_login("s3cret", fake_request())  # locked: not even compared
+    login = app.admin_login("s3cret", fake_request())  # locked: not even compared
+    ok, msg = login.authorized, login.message
     assert ok is False and msg.startswith("Too many")
     clock.now += app.login_throttle.wait_s("unknown")
-    assert app.admin_login("s3cret", fake_request())[0] is True
+    assert app.admin_login("s3cret", fake_request()).authorized is True
 
 
 def test_login_lockout_without_a_fake_clock_stops_fast_guessing(app):
     checked = 0
     for n in range(50):
-        _, _, msg, _ = app.admin_login(f"guess{n}", fake_request())
+        msg = app.admin_login(f"guess{n}", fake_request()).message
         checked += msg == "Wrong password."
     assert checked <= app.login_throttle.free + 1  # the rest were refused unchecked
 
@@ -213,7 +215,7 @@ def test_many_clients_together_are_slowed_down_too(app):
     for n in range(30):
         req = fake_request()
         req.client = type("C", (), {"host": f"10.0.0.{n}"})()
-        msgs.append(app.admin_login("wrong", req)[2])
+        msgs.append(app.admin_login("wrong", req).message)
     assert msgs[:20] == ["Wrong password."] * 20 and msgs[-1].startswith("Too many")
 
 
@@ -407,7 +409,7 @@ def test_attention_checks_look_like_regular_items(app):
         shown = app.rate_open(token)
         assert sum(1 for slot in shown.slots[:3] if slot.visible["visible"]) == 3
         app.rate_submit(token, shown.shown_item, *answers(("Yes", "Yes", "Yes")), None, "")
-    _, res, _ = app.admin_results(True, "s")
+    res = app.admin_results(True, "s").results
     assert res["n_raters_checked"] == 1 and res["n_raters_failed_attention"] == 1
 
 
@@ -462,14 +464,14 @@ def test_admin_closes_reopens_and_revokes(app):
     app.admin_status(True, "pilot", "open")
     shown = app.rate_open(token).shown_item
     assert shown
-    rater_id = app.admin_progress(True, "pilot")[1][0][0]
+    rater_id = app.admin_progress(True, "pilot").rows[0][0]
     assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open(token)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_submit(token, shown, *answers(), None, "")
     assert app.rate_open(bob).shown_item  # the others go on
-    assert [r[-1] for r in app.admin_progress(True, "pilot")[1]] == ["revoked", "active"]
+    assert [r[-1] for r in app.admin_progress(True, "pilot").rows] == ["revoked", "active"]
     for call in (
         lambda: app.admin_status(False, "pilot", "open"),
         lambda: app.admin_revoke(False, "pilot", 2),
@@ -482,7 +484,7 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     token = small_study(app)
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")  # one answer done
     shown = app.rate_open(token).shown_item  # the item shown next
-    rater_id = app.admin_progress(True, "pilot")[1][0][0]
+    rater_id = app.admin_progress(True, "pilot").rows[0][0]
     msg = app.admin_new_link(True, "pilot", rater_id)
     assert "old one no longer works" in msg
     new = msg.rsplit("?token=", 1)[1]
@@ -491,7 +493,7 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
         app.rate_open(token)
     again = app.rate_open(new)
     assert again.shown_item  # the same rater goes on: the answer kept, an item to rate
-    row = app.admin_progress(True, "pilot")[1][0]
+    row = app.admin_progress(True, "pilot").rows[0]
     assert row[0] == rater_id and row[2] == 1 and row[-1] == "active"
     # only the hash is stored, and a revoked rater can be given a link again
     from annotation_db.schema import Rater

@@ -89,7 +89,8 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     done = app.rate_submit(token, nxt.shown_item, *answers(2), "tie", "")
     assert "all done" in done.status and done.submit["visible"] is False
     assert done.item_text["visible"] is False and done.comment["visible"] is False  # no empty box
-    table, res, plot = app.admin_results(True, "pilot")
+    results = app.admin_results(True, "pilot")
+    table, res, plot = results.table, results.results, results.plot
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
     assert plot.axes[0].get_ylim() == (0, 1)
@@ -169,12 +170,14 @@ def test_rate_load_without_token_asks_for_one(app):
 
 
 def test_admin_login_and_every_admin_call_needs_it(app):
-    ok, panel, msg, studies = app.admin_login("wrong")
-    assert ok is False and panel["visible"] is False and msg == "Wrong password."
-    assert studies == gr.skip()  # nothing else is touched: no second error
+    login = app.admin_login("wrong")
+    assert login.authorized is False and login.panel["visible"] is False
+    assert login.message == "Wrong password."
+    assert login.studies == gr.skip()  # nothing else is touched: no second error
     small_study(app)
-    ok, panel, _, studies = app.admin_login("s3cret")
-    assert ok is True and panel["visible"] is True and studies["choices"] == ["pilot"]
+    login = app.admin_login("s3cret")
+    assert login.authorized is True and login.panel["visible"] is True
+    assert login.studies["choices"] == ["pilot"]
     for call in (
         lambda: app.admin_studies(False),
         lambda: app.admin_progress(False, "pilot"),
@@ -187,7 +190,7 @@ def test_admin_login_and_every_admin_call_needs_it(app):
 
 def test_admin_without_password_setting_refuses_even_true(engine, tmp_path):
     app = make_app(tmp_path, engine, admin_password=None)
-    assert app.admin_login("")[0] is False
+    assert app.admin_login("").authorized is False
     with pytest.raises(gr.Error):
         app.admin_backup(True)
 
@@ -223,10 +226,11 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         v = app.rate_open(token)
         n_shown = len([s for s in v.slots if s.visible["visible"]])
         app.rate_submit(token, v.shown_item, *answers(n_shown), None, "")
-        summary, raters = app.admin_progress(True, "study1")
+        progress = app.admin_progress(True, "study1")
+        summary, raters = progress.summary, progress.rows
         assert "judgments" in summary and raters[0][1:3] == ["Ann", n]
     regular_rated = raters[0][2] - raters[0][5]  # done minus attention checks done
-    table, res, plot = app.admin_results(True, "study1")
+    res = app.admin_results(True, "study1").results
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
     csv_path = downloaded(app, app.admin_export(True, "study1", "csv"))
