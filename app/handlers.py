@@ -1,8 +1,10 @@
 """What the buttons call: validation, calls into magnet_model / annotation_db, rendering.
 
 Every handler is a method of MagnetApp (the services of one process: the engine, the
-annotation store, the search encoders), so tests call exactly what Gradio calls. Errors of the
-two libraries become gr.Error with their one-sentence message; no traceback reaches a visitor.
+annotation store, the search encoders), so tests call what Gradio calls. A handler with several
+outputs returns a named result (outputs.py), which Gradio gets as its tuple of values through
+outputs.gradio_fn. Errors of the two libraries become gr.Error with their one-sentence message
+(user_errors); no traceback reaches a visitor.
 Everything a user typed or uploaded goes to Textbox / Dataframe values (rendered as text by
 the browser), or into HTML only escaped (render.filled_html); never into Markdown.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import logging
 import math
 import random
@@ -20,6 +21,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,12 +41,27 @@ from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import write_report
 from annotation_db.results import not_enough
 from magnet_model import search
-from magnet_model.engine import END_REASONS, Engine
-from magnet_model.errors import MagnetError
+from magnet_model.engine import END_REASONS, Engine, InfillResult
+from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.metrics import repetition_stats
+from magnet_model.systems import TITLES
 
 from . import rating_form, render, studies
 from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
+from .outputs import (
+    AdminLogin,
+    AdminProgress,
+    AdminResults,
+    ContinueColumn,
+    ContinueView,
+    InfillColumn,
+    InfillView,
+    RaterPage,
+    RaterSlot,
+    RaterView,
+    SearchView,
+    StudyForm,
+)
 from .security import DOWNLOAD_ROUTE, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
@@ -54,14 +71,6 @@ MARKER = studies.MARKER
 INFILL_SYSTEMS = studies.INFILL_SYSTEMS  # MAGNET, base zero-shot, base five-shot
 CONTINUE_SYSTEMS = ("magnet", "base", "llm2vec")
 SEARCH_SYSTEMS = ("magnet", "minilm", "base", "llm2vec")
-TITLES = {
-    "magnet": "MAGNET",
-    "zero-shot": "Base, zero-shot prompt",
-    "five-shot": "Base, five-shot prompt",
-    "base": "Base model",
-    "llm2vec": "LLM2Vec-style",
-    "minilm": "all-MiniLM-L6-v2",
-}
 RATER_PATH = "rate"  # the rater-only page; invite links open it
 MAX_OUTPUTS = 4  # output slots on the rater page
 MAX_LIKERT = 2  # Likert questions per output on the rater page
@@ -73,8 +82,32 @@ BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at l
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A system that has no result in a comparison, and why: its adapter is not loaded, or it
+    failed on this input. Shown in the system's place, never mixed up with a result."""
+
+    system: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"Unavailable: {self.reason}"
+
+
 def _error(e: Exception) -> gr.Error:
     return gr.Error(str(e), print_exception=False)
+
+
+@contextmanager
+def user_errors():
+    """The one mapping of the two libraries' errors (AnnotationError, MagnetError) raised in
+    the block to a gr.Error with their one-sentence message and no traceback; also usable as
+    a decorator. A gr.Error raised in the block passes as it is."""
+    try:
+        yield
+    except (AnnotationError, MagnetError) as e:
+        raise _error(e) from None
 
 
 @dataclass
@@ -83,7 +116,8 @@ class MagnetApp:
     store: AnnotationStore
     settings: AppSettings = field(default_factory=AppSettings)
     cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
-    unavailable: dict[str, str] = field(default_factory=dict)  # adapter -> why not loaded
+    # adapters that did not load -> why (main.load_engine)
+    unavailable: dict[str, ModelLoadError] = field(default_factory=dict)
     minilm: search.Encoder | None = None
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
     vote_limiter: RateLimiter = field(
@@ -114,13 +148,15 @@ class MagnetApp:
 
     # ---------------------------------------------------------------- shared checks
 
-    def availability(self, system: str) -> str | None:
-        """None when the system can run, else the reason it cannot (shown in its column)."""
+    def availability(self, system: str) -> Unavailable | None:
+        """None when the system can run, else why it cannot (shown in its column)."""
         adapter = system if system not in ("base", "zero-shot", "five-shot", "minilm") else None
         if adapter is None or adapter in self.engine.adapter_names:
             return None
-        return self.unavailable.get(
-            adapter,
+        if adapter in self.unavailable:
+            return Unavailable(system, str(self.unavailable[adapter]))
+        return Unavailable(
+            system,
             f"the '{adapter}' adapter is not loaded (train it into adapters/{adapter}, "
             f"or set MAGNET_ADAPTERS={adapter}=PATH).",
         )
@@ -158,12 +194,10 @@ class MagnetApp:
         max_span: float = 16,
         blind: bool = False,
         request: gr.Request | None = None,
-    ) -> tuple:
-        """Fill the blanks with MAGNET, zero-shot and five-shot.
-
-        Returns (title, highlighted, info) for each of three columns, then the blind-vote
-        state, the vote row's visibility and the reveal text.
-        """
+    ) -> InfillView:
+        """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
+        highlighted text, info), then the blind-vote state, the vote row's visibility and the
+        reveal text."""
         text = self.check_text(text, "text")
         if MARKER not in text:
             raise gr.Error(
@@ -205,7 +239,7 @@ class MagnetApp:
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
         if blind:
-            ready = [i for i in order if isinstance(results[i], tuple) is False]
+            ready = [i for i in order if not isinstance(results[i], Unavailable)]
             if len(ready) < 2:
                 raise gr.Error("Blind comparison needs at least two systems that can run.")
             random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
@@ -226,11 +260,11 @@ class MagnetApp:
                     for i in ready
                 ],
             }
-        cols: list = []
+        cols: list[InfillColumn] = []
         for pos, i in enumerate(order):
             system, r = INFILL_SYSTEMS[i], results[i]
-            if isinstance(r, tuple):  # (None, reason): unavailable or failed
-                cols += [f"### {TITLES[system]}", "", f"Unavailable: {r[1]}"]
+            if isinstance(r, Unavailable):  # not loaded, or failed on this text
+                cols.append(InfillColumn(f"### {TITLES[system]}", "", r.message))
                 continue
             title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
             # Blind: time and token counts would point at the slow five-shot system; they are
@@ -238,7 +272,7 @@ class MagnetApp:
             info = (
                 "Time and length are shown after the vote." if blind else _infill_info(r, max_span)
             )
-            cols += [title, render.filled_html(r.highlighted()), info]
+            cols.append(InfillColumn(title, render.filled_html(r.highlighted()), info))
         reveal = (
             "Vote to see which system wrote which output. Blind comparisons are sampled "
             f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
@@ -246,7 +280,7 @@ class MagnetApp:
             if blind
             else ""
         )
-        return (*cols, state, gr.update(visible=blind), reveal)
+        return InfillView(cols, state, gr.update(visible=blind), reveal)
 
     def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
         """Store a blind vote through annotation_db, then reveal the names -> (reveal, state)."""
@@ -284,7 +318,7 @@ class MagnetApp:
                 )
             )
         visitor = getattr(request, "session_hash", None) if request else None
-        try:
+        with user_errors():
             receipt = self.store.record_blind_vote(
                 state["text"],
                 outs,
@@ -293,8 +327,6 @@ class MagnetApp:
                 visitor=visitor,
                 seen_unblinded=bool(state.get("seen_unblinded")),
             )
-        except AnnotationError as e:
-            raise _error(e) from None
         if not receipt.duplicate:
             self.vote_limiter.record(voters)
         names = "\n".join(
@@ -314,11 +346,9 @@ class MagnetApp:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: float | None = None,
-    ) -> Iterator[tuple]:
-        """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn.
-
-        Yields (text, stats) for each of the three columns.
-        """
+    ) -> Iterator[ContinueView]:
+        """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
+        each step a column (text, stats) per system."""
         prompt = self.check_text(prompt, "prompt")
         n = int(max_new_tokens)
         if not 1 <= n <= self.settings.max_new_tokens:
@@ -343,12 +373,10 @@ class MagnetApp:
             raise gr.Error(
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
-        try:
+        with user_errors():
             return search.parse_corpus(
                 path.name, path.read_bytes(), self.settings.max_passages, limit
             )
-        except MagnetError as e:
-            raise _error(e) from None
 
     def encoder(self, system: str) -> search.Encoder:
         if system == "minilm":
@@ -359,7 +387,7 @@ class MagnetApp:
 
     def search(
         self, query: str, upload: str | None = None, k: float = 5, progress=PROGRESS
-    ) -> tuple:
+    ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
         query = self.check_text(query, "query")
         corpus = self.corpus(upload)
@@ -382,27 +410,25 @@ class MagnetApp:
 
     # ---------------------------------------------------------------- rater page (/rate)
 
-    def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> tuple:
+    def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> RaterPage:
         """On page load: the token of an invite link (?token=...) opens the session."""
         token = (token_box or "").strip()
         if not token and request is not None:
             token = dict(getattr(request, "query_params", {}) or {}).get("token", "")
         if not token:
             hint = "Open your invite link, or paste its token."
-            return (token, *self._rater_view(None, None, hint))
-        return (token, *self.rate_open(token))
+            return RaterPage(token, self._rater_view(None, None, hint))
+        return RaterPage(token, self.rate_open(token))
 
-    def rate_open(self, token: str) -> tuple:
+    def rate_open(self, token: str) -> RaterView:
         """Open a rater's session and show their current (or next) item."""
         token = (token or "").strip()
         if not token:
             raise gr.Error("Paste the token of your invite link.", print_exception=False)
-        try:
+        with user_errors():
             session = self.store.open_session(token)
             item = self.store.next_item(token) if session.is_open else None
             prog = self.store.rater_progress(token)
-        except AnnotationError as e:
-            raise _error(e) from None
         head = f"Study: {session.study} — rater: {session.display_name}\n\n{session.instructions}"
         if not session.is_open:
             return self._rater_view(None, head, "This study is closed. Thank you!")
@@ -441,32 +467,27 @@ class MagnetApp:
 
     def _rater_view(
         self, item: RaterItem | None, head: str | None, status: str, token: str = ""
-    ) -> tuple:
-        """(head, status, shown-item id, item text, then per output slot: visibility, title,
-        highlighted text, appropriate, Likert x MAX_LIKERT; then preference, comment, submit)."""
-        slots: list = []
+    ) -> RaterView:
+        """Head, status, shown-item id, item text, then per output slot its visibility, title,
+        highlighted text, appropriate and Likert questions; then preference, comment, submit."""
+        slots: list[RaterSlot] = []
         qs = item.questions if item else []
         has = {q.kind for q in qs}
         likerts = [q for q in qs if q.kind == "likert"][:MAX_LIKERT]
         appropriate = next((q for q in qs if q.kind == "appropriate"), None)
         for i in range(MAX_OUTPUTS):
             out = item.outputs[i] if item and i < len(item.outputs) else None
-            slots.append(gr.update(visible=out is not None))
             if out is None:
-                slots += [None, None, gr.update(value=None), *[gr.update(value=None)] * MAX_LIKERT]
+                empty = [gr.update(value=None) for _ in range(MAX_LIKERT)]
+                slots.append(
+                    RaterSlot(gr.update(visible=False), None, None, gr.update(value=None), empty)
+                )
                 continue
             pieces = render.fills_pieces(item.text, MARKER, out.text, out.fills)
-            slots += [f"Output {out.label}", render.filled_html(pieces)]
-            slots.append(
-                gr.update(
-                    visible=appropriate is not None,
-                    value=None,
-                    label=appropriate.prompt if appropriate else "",
-                )
-            )
+            shown_likert = []
             for j in range(MAX_LIKERT):
                 q = likerts[j] if j < len(likerts) else None
-                slots.append(
+                shown_likert.append(
                     gr.update(
                         visible=q is not None,
                         value=None,
@@ -474,22 +495,37 @@ class MagnetApp:
                         choices=[str(v) for v in range(q.scale_min, q.scale_max + 1)] if q else [],
                     )
                 )
+            slots.append(
+                RaterSlot(
+                    visible=gr.update(visible=True),
+                    title=f"Output {out.label}",
+                    shown=render.filled_html(pieces),
+                    appropriate=gr.update(
+                        visible=appropriate is not None,
+                        value=None,
+                        label=appropriate.prompt if appropriate else "",
+                    ),
+                    likert=shown_likert,
+                )
+            )
         pref = next((q for q in qs if q.kind == "preference"), None)
         choices = [o.label for o in item.outputs] if item else []
         if pref:
             choices += ["tie"] * pref.allow_tie + ["all_bad"] * pref.allow_all_bad
-        return (
-            head or "",
-            status,
-            self._shown_item_id(token, item),
-            gr.update(value=item.text if item else "", visible=item is not None),
-            *slots,
-            gr.update(visible=pref is not None, choices=render.choices(choices), value=None),
-            gr.update(visible="comment" in has and item is not None, value=""),
-            gr.update(visible=item is not None),
+        return RaterView(
+            head=head or "",
+            status=status,
+            shown_item=self._shown_item_id(token, item),
+            item_text=gr.update(value=item.text if item else "", visible=item is not None),
+            slots=slots,
+            preference=gr.update(
+                visible=pref is not None, choices=render.choices(choices), value=None
+            ),
+            comment=gr.update(visible="comment" in has and item is not None, value=""),
+            submit=gr.update(visible=item is not None),
         )
 
-    def rate_submit(self, token: str, shown_item: str | None, *values) -> tuple:
+    def rate_submit(self, token: str, shown_item: str | None, *values) -> RaterView:
         """Submit the answers to the item the page showed, then show the next one.
 
         shown_item: the id the page got with the item (``_shown_item_id``), sent back by the
@@ -503,10 +539,8 @@ class MagnetApp:
             raise gr.Error("Open your invite link first.", print_exception=False)
         assignment_id = self._displayed_assignment(token, shown_item)
         per_slot = 1 + MAX_LIKERT
-        try:
+        with user_errors():
             item = self.store.rater_item(token, assignment_id)
-        except AnnotationError as e:
-            raise _error(e) from None
         likerts = [q for q in item.questions if q.kind == "likert"][:MAX_LIKERT]
         ask_app = any(q.kind == "appropriate" for q in item.questions)
         answers: dict[str, dict] = {}
@@ -523,30 +557,29 @@ class MagnetApp:
             raise gr.Error(missing, print_exception=False)
         if isinstance(comment, str):
             _check_encodable(comment, "The comment")
-        try:
-            self.store.submit(
-                token,
-                assignment_id,
-                answers,
-                preference=preference or None,
-                comment=(comment or "").strip() or None,
-            )
-        except StorageError as e:
-            log.error("Rating of assignment %s not stored: %s", assignment_id, e)
-            raise gr.Error(
-                "Your answer was NOT saved: the rating database is not writable right now. "
-                "Keep this page open and press Submit again in a minute; if it keeps failing, "
-                "tell the study's organiser.",
-                print_exception=False,
-            ) from None
-        except AnnotationError as e:
-            raise _error(e) from None
+        with user_errors():  # any other refusal: the store's own sentence
+            try:
+                self.store.submit(
+                    token,
+                    assignment_id,
+                    answers,
+                    preference=preference or None,
+                    comment=(comment or "").strip() or None,
+                )
+            except StorageError as e:
+                log.error("Rating of assignment %s not stored: %s", assignment_id, e)
+                raise gr.Error(
+                    "Your answer was NOT saved: the rating database is not writable right now. "
+                    "Keep this page open and press Submit again in a minute; if it keeps "
+                    "failing, tell the study's organiser.",
+                    print_exception=False,
+                ) from None
         return self.rate_open(token)
 
     # ---------------------------------------------------------------- Admin tab
 
-    def admin_login(self, password: str, request: gr.Request | None = None) -> tuple:
-        """-> (authorized, panel visibility, message, study list). Compared in constant time,
+    def admin_login(self, password: str, request: gr.Request | None = None) -> AdminLogin:
+        """-> authorized, panel visibility, message, study list. Compared in constant time,
         and only when this client (and the app as a whole) is not locked out after wrong
         passwords; a refusal shows its one message and touches nothing else."""
         client = _client(request)
@@ -554,16 +587,16 @@ class MagnetApp:
         if wait > 0:
             log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
             msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
-            return False, gr.update(visible=False), msg, gr.skip()
+            return AdminLogin(False, gr.update(visible=False), msg, gr.skip())
         want = self.settings.admin_password
         given = (password or "").encode("utf-8", "surrogatepass")
         ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
         if ok:
             self.login_throttle.succeeded(client)
-            return True, gr.update(visible=True), "", self.admin_studies(True)
+            return AdminLogin(True, gr.update(visible=True), "", self.admin_studies(True))
         if want:
             self.login_throttle.failed(client)
-        return False, gr.update(visible=False), "Wrong password.", gr.skip()
+        return AdminLogin(False, gr.update(visible=False), "Wrong password.", gr.skip())
 
     def _admin(self, authorized: bool) -> None:
         if not (authorized and self.settings.admin_password):
@@ -596,10 +629,8 @@ class MagnetApp:
         self._admin(authorized)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
-        try:
+        with user_errors():
             name = check_study_name(name)  # before minutes of generation, not after
-        except AnnotationError as e:
-            raise _error(e) from None
         resuming = name in studies.unfinished(self.store)
         systems = list(systems or [])
         if not systems and not resuming:
@@ -607,7 +638,9 @@ class MagnetApp:
         for s in systems:
             why = self.availability(s)
             if why:
-                raise gr.Error(f"{TITLES.get(s, s)} is unavailable: {why}", print_exception=False)
+                raise gr.Error(
+                    f"{TITLES.get(s, s)} is unavailable: {why.reason}", print_exception=False
+                )
         if name.strip() in {s.name for s in self.store.list_studies()}:  # before any generation
             raise gr.Error(
                 f"A study named '{name.strip()}' already exists; pick another name.",
@@ -630,7 +663,7 @@ class MagnetApp:
             return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
 
         progress(0, desc="Generating outputs")
-        try:
+        with user_errors():
             info, reused = studies.build_study(
                 self.engine,
                 self.compare_infill,
@@ -646,8 +679,6 @@ class MagnetApp:
                     done / max(total, 1), desc=f"Outputs {done}/{total}"
                 ),
             )
-        except (AnnotationError, MagnetError) as e:
-            raise _error(e) from None
         msg = (
             f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
             f"({render.plural(info.n_gold, 'attention check')}), systems "
@@ -657,20 +688,20 @@ class MagnetApp:
             msg += f" Resumed: {reused} outputs had been made before the restart."
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
 
-    def admin_preset(self, authorized: bool, preset: str = "paper") -> tuple:
-        """The paper's protocol in the form: (item kind, items, systems, questions, raters,
+    def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
+        """The paper's protocol in the form (item kind, items, systems, questions, raters,
         checks, max span, instructions); the study is made when the admin clicks create."""
         self._admin(authorized)
         p = studies.PAPER
-        return (
-            p.item_kind,
-            p.n_items,
-            list(p.systems),
-            list(p.questions),
-            p.raters_per_item,
-            p.n_gold,
-            p.max_span_tokens,
-            p.instructions,
+        return StudyForm(
+            item_kind=p.item_kind,
+            n_items=p.n_items,
+            systems=list(p.systems),
+            questions=list(p.questions),
+            raters_per_item=p.raters_per_item,
+            n_gold=p.n_gold,
+            max_span_tokens=p.max_span_tokens,
+            instructions=p.instructions,
         )
 
     def admin_plan(
@@ -712,18 +743,14 @@ class MagnetApp:
         people = [n.strip() for n in (names or "").splitlines() if n.strip()]
         if not study or not people:
             raise gr.Error("Pick a study and type one rater name per line.", print_exception=False)
-        try:
+        with user_errors():
             invites = self.store.invite_many(study, people)
-        except AnnotationError as e:
-            raise _error(e) from None
         return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
 
-    def admin_progress(self, authorized: bool, study: str) -> tuple:
+    def admin_progress(self, authorized: bool, study: str) -> AdminProgress:
         self._admin(authorized)
-        try:
+        with user_errors():
             p = self.store.progress(study)
-        except AnnotationError as e:
-            raise _error(e) from None
         rows = [
             [r.rater_id, r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
             + ["revoked" if r.revoked else "active"]
@@ -733,27 +760,23 @@ class MagnetApp:
             f"{p.judgments_done} of {p.judgments_needed} judgments ({p.share_done:.0%}); "
             f"{p.items_complete} of {p.n_items} items complete; status {p.status}."
         )
-        return summary, rows
+        return AdminProgress(summary, rows)
 
-    def admin_results(self, authorized: bool, study: str) -> tuple:
-        """-> (a table with n on every row, the results as JSON, a plot of the appropriate
-        share per system with intervals)."""
+    def admin_results(self, authorized: bool, study: str) -> AdminResults:
+        """-> a table with n on every row, the results as JSON, a plot of the appropriate
+        share per system with intervals."""
         self._admin(authorized)
-        try:
+        with user_errors():
             res = self.store.results(study)
-        except AnnotationError as e:
-            raise _error(e) from None
-        return _results_rows(res), res.to_dict(), _rates_plot(res)
+        return AdminResults(_results_rows(res), res.to_dict(), _rates_plot(res))
 
     def admin_status(self, authorized: bool, study: str, status: str) -> str:
         """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
         self._admin(authorized)
         if not study or status not in STATUS_CHOICES:
             raise gr.Error("Pick a study and a status.", print_exception=False)
-        try:
+        with user_errors():
             info = self.store.set_status(study, status)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info("Study %r set to %s by the admin", info.name, info.status)
         return f"Study '{info.name}' is now {info.status}."
 
@@ -761,10 +784,8 @@ class MagnetApp:
         """Make one rater's invite link stop working (their answers so far are kept)."""
         self._admin(authorized)
         rater = _rater_id(study, rater_id)
-        try:
+        with user_errors():
             r = self.store.revoke(study, rater)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
         return (
             f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
@@ -781,10 +802,8 @@ class MagnetApp:
         """A new invite link for one rater (the old one stops working; answers are kept)."""
         self._admin(authorized)
         rater = _rater_id(study, rater_id)
-        try:
+        with user_errors():
             inv = self.store.new_link(study, rater)
-        except AnnotationError as e:
-            raise _error(e) from None
         log.info(
             "New invite link for rater %s (%s) in study %r", inv.rater_id, inv.display_name, study
         )
@@ -805,10 +824,8 @@ class MagnetApp:
         if not study or ext is None:
             raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
         out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
-        try:
+        with user_errors():
             return self._download_link(self.store.export(study, fmt, out))
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
         """The study's self-contained HTML report -> a single-use download link (Markdown)."""
@@ -821,22 +838,18 @@ class MagnetApp:
             else float(exclude_failing_share)
         )
         out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
-        try:
+        with user_errors():
             return self._download_link(
                 write_report(self.store, study, out, exclude_failing_share=share)
             )
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def admin_backup(self, authorized: bool) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""
         self._admin(authorized)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
-        try:
+        with user_errors():
             return self._download_link(self.store.backup(out))
-        except AnnotationError as e:
-            raise _error(e) from None
 
     def _download_link(self, path: Path) -> str:
         ticket = self.downloads.publish(path)
@@ -856,22 +869,22 @@ class MagnetApp:
         if self.cuda_inside_calls:
             self.engine.to_cuda_if_visible()
 
-    def _infill_all(self, text: str, decoding: dict) -> list:
+    def _infill_all(self, text: str, decoding: dict) -> list[InfillResult | Unavailable]:
         """All three infills of one comparison, run as one batch by the engine (one GPU
-        call); (None, reason) for a system that is unavailable or failed."""
+        call); Unavailable for a system that is not loaded or failed."""
         ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
         out = self.compare_infill(text, ready, decoding) if ready else []
         done = dict(zip(ready, out, strict=True))
         errors = [r for r in out if isinstance(r, MagnetError)]
         if errors and len(errors) == len(out):
             raise _error(errors[0]) from None
-        results: list = []
+        results: list[InfillResult | Unavailable] = []
         for system in INFILL_SYSTEMS:
             r = done.get(system)
             if r is None:
-                results.append((None, self.availability(system)))
+                results.append(self.availability(system))
             elif isinstance(r, MagnetError):
-                results.append((None, str(r)))
+                results.append(Unavailable(system, str(r)))
             else:
                 results.append(r)
         return results
@@ -880,14 +893,12 @@ class MagnetApp:
         """engine.compare_infill of the systems on one text: per system an InfillResult or
         the MagnetError that stopped it; an error of the input itself as gr.Error."""
         self._on_device()
-        try:
+        with user_errors():  # the input itself is bad: say so once
             return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
-        except MagnetError as e:
-            raise _error(e) from None  # the input itself is bad: say so once
 
-    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[tuple]:
+    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[ContinueView]:
         """The three continuations grow side by side: rows of one batch, one token each per
-        step. Yields (text, stats) for each of the three columns."""
+        step. Yields a column (text, stats) per system."""
         self._on_device()
         texts = {system: "" for system in CONTINUE_SYSTEMS}
         stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
@@ -895,14 +906,12 @@ class MagnetApp:
         for system in CONTINUE_SYSTEMS:
             why = self.availability(system)
             if why:
-                stats[system] = f"Unavailable: {why}"
+                stats[system] = why.message
             else:
                 running.append(system)
         adapters = [None if system == "base" else system for system in running]
-        try:
+        with user_errors():
             steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
-        except MagnetError as e:
-            raise _error(e) from None
         start = time.perf_counter()
         done: set[str] = set()
         try:
@@ -915,18 +924,16 @@ class MagnetApp:
                     if reason is not None:
                         done.add(system)
                         stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
-                yield tuple(
-                    itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
-                )
+                yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
         except MagnetError as e:
             for system in running:
                 if system not in done:
                     stats[system] = f"Stopped: {e}"
-            yield tuple(
-                itertools.chain.from_iterable((texts[s], stats[s]) for s in CONTINUE_SYSTEMS)
-            )
+            yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
 
-    def _compare_search(self, query: str, corpus: search.Corpus, k: int, progress=None) -> tuple:
+    def _compare_search(
+        self, query: str, corpus: search.Corpus, k: int, progress=None
+    ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
         self._on_device()
         hits: dict[str, list[search.Hit]] = {}
@@ -934,7 +941,7 @@ class MagnetApp:
         for n, system in enumerate(SEARCH_SYSTEMS):
             why = self.availability(system)
             if why:
-                tables.append([[None, None, f"Unavailable: {why}"]])
+                tables.append([[None, None, why.message]])
                 continue
             t0 = time.perf_counter()
 
@@ -945,12 +952,10 @@ class MagnetApp:
                         desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
                     )
 
-            try:
+            with user_errors():
                 enc = self.encoder(system)
                 vecs = search.corpus_index(enc, corpus, self.cache_dir, report)
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
-            except MagnetError as e:
-                raise _error(e) from None
             hits[system] = found
             tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
@@ -959,7 +964,7 @@ class MagnetApp:
         passages = render.plural(len(corpus), "passage")
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
         headers = ["system", *[TITLES[b] for b in names]]
-        return (*tables, gr.update(value=overlap, headers=headers), note)
+        return SearchView(tables, gr.update(value=overlap, headers=headers), note)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

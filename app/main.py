@@ -8,7 +8,6 @@ handlers.py; this file is layout, wiring and start-up.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -23,6 +22,7 @@ from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.loading import load_model
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 
@@ -36,6 +36,18 @@ from .handlers import (
     STATUS_CHOICES,
     TITLES,
     MagnetApp,
+)
+from .outputs import (
+    AdminLogin,
+    AdminProgress,
+    AdminResults,
+    ContinueColumn,
+    ContinueView,
+    InfillColumn,
+    InfillView,
+    SearchView,
+    StudyForm,
+    gradio_fn,
 )
 from .rater_page import REDIRECT_JS, add_rater_page
 from .render import QUESTION_LABELS, choices, model_description
@@ -115,15 +127,14 @@ def _infill_tab(app: MagnetApp) -> None:
     span_max = app.settings.max_span_tokens
     max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
-    outputs = []
+    columns, filled = [], []
     with gr.Row():
         for system in INFILL_SYSTEMS:
             with gr.Column(elem_classes="infill-col"):
-                outputs += [
-                    gr.Markdown(f"### {TITLES[system]}"),
-                    gr.HTML(elem_classes="filled-box"),
-                    gr.Markdown(),
-                ]
+                title = gr.Markdown(f"### {TITLES[system]}")
+                filled.append(gr.HTML(elem_classes="filled-box"))
+                info = gr.Markdown()
+                columns.append(InfillColumn.wire(title=title, filled=filled[-1], info=info))
     gr.Markdown(
         "The systems run together, as rows of one batch: each *done after* is when that "
         "system's last blank was filled, not a time of its own.",
@@ -136,10 +147,10 @@ def _infill_tab(app: MagnetApp) -> None:
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
     fill.click(
-        app.infill,
+        gradio_fn(app.infill),
         inputs=[text, *decoding, max_span, blind],
-        outputs=[*outputs, state, vote_row, reveal],
-        show_progress_on=outputs[1::3],  # on the filled texts only
+        outputs=InfillView.wire(columns=columns, state=state, vote_row=vote_row, reveal=reveal),
+        show_progress_on=filled,  # on the filled texts only
         api_name="infill",
         **MODEL,
     )
@@ -158,16 +169,17 @@ def _continue_tab(app: MagnetApp) -> None:
     length = gr.Slider(1, top, value=min(48, top), step=1, label="Max new tokens")
     decoding = _decoding_controls(app)
     run = gr.Button("Continue", variant="primary", elem_id="continue-run")
-    outputs = []
+    columns = []
     with gr.Row():
         for system in CONTINUE_SYSTEMS:
             with gr.Column():
                 gr.Markdown(f"### {TITLES[system]}")
-                outputs += [gr.Textbox(label="Continuation", lines=8), gr.Markdown()]
+                text = gr.Textbox(label="Continuation", lines=8)
+                columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
     run.click(
-        app.continue_,
+        gradio_fn(app.continue_),
         inputs=[prompt, length, *decoding],
-        outputs=outputs,
+        outputs=ContinueView.wire(columns=columns),
         api_name="continue",
         **MODEL,
     )
@@ -208,9 +220,9 @@ def _search_tab(app: MagnetApp) -> None:
                     )
     overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
     run.click(
-        app.search,
+        gradio_fn(app.search),
         inputs=[query, upload, k],
-        outputs=[*tables, overlap, note],
+        outputs=SearchView.wire(tables=tables, overlap=overlap, note=note),
         show_progress_on=note,  # one progress bar, not one per table
         **MODEL,
     )
@@ -306,9 +318,11 @@ def _admin_tab(app: MagnetApp) -> None:
         files = gr.Markdown()  # a single-use link to a private file, never a public file URL
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(
-            app.admin_login,
+            gradio_fn(app.admin_login),
             inputs=password,
-            outputs=[authorized, panel, login_msg, study],
+            outputs=AdminLogin.wire(
+                authorized=authorized, panel=panel, message=login_msg, studies=study
+            ),
             **RATING,
         )
     set_status.click(
@@ -323,9 +337,18 @@ def _admin_tab(app: MagnetApp) -> None:
     refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
     login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
     paper.click(
-        app.admin_preset,
+        gradio_fn(app.admin_preset),
         inputs=authorized,
-        outputs=[item_kind, n_items, systems, questions, raters, n_gold, span, instructions],
+        outputs=StudyForm.wire(
+            item_kind=item_kind,
+            n_items=n_items,
+            systems=systems,
+            questions=questions,
+            raters_per_item=raters,
+            n_gold=n_gold,
+            max_span_tokens=span,
+            instructions=instructions,
+        ),
         **RATING,
     )
     for box in (p1, p2, icc, raters, n_items):
@@ -342,12 +365,15 @@ def _admin_tab(app: MagnetApp) -> None:
     )
     invite.click(app.admin_invite, inputs=[authorized, study, names], outputs=links, **RATING)
     prog_btn.click(
-        app.admin_progress, inputs=[authorized, study], outputs=[prog_summary, prog_rows], **RATING
+        gradio_fn(app.admin_progress),
+        inputs=[authorized, study],
+        outputs=AdminProgress.wire(summary=prog_summary, rows=prog_rows),
+        **RATING,
     )
     results_btn.click(
-        app.admin_results,
+        gradio_fn(app.admin_results),
         inputs=[authorized, study],
-        outputs=[results_table, results_json, results_plot],
+        outputs=AdminResults.wire(table=results_table, results=results_json, plot=results_plot),
         **RATING,
     )
     export.click(app.admin_export, inputs=[authorized, study, fmt], outputs=files, **RATING)
@@ -397,20 +423,12 @@ def server_app_kwargs(app: MagnetApp) -> dict:
     }
 
 
-def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, str]]:
-    """The engine with every adapter that loads; one that does not is reported, not fatal."""
-    adapters = dict(spec.adapters)
-    unavailable: dict[str, str] = {}
-    while True:
-        try:
-            return Engine.from_spec(dataclasses.replace(spec, adapters=adapters)), unavailable
-        except ModelLoadError as e:
-            bad = next((n for n in adapters if f"'{n}'" in str(e)), None)
-            if bad is None:
-                raise
-            log.warning("Adapter %s is unavailable: %s", bad, e)
-            unavailable[bad] = str(e)
-            del adapters[bad]
+def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
+    """The engine with every adapter that loads, the base model loaded once; an adapter that
+    does not load is reported (adapter -> the error saying why), not fatal. A base model that
+    does not load raises its ModelLoadError."""
+    engine = Engine(load_model(spec, skip_failed_adapters=True))
+    return engine, dict(engine.loaded.failed)
 
 
 def build_parser() -> argparse.ArgumentParser:

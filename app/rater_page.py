@@ -16,6 +16,7 @@ import html
 import gradio as gr
 
 from .handlers import MAX_LIKERT, MAX_OUTPUTS, RATER_PATH, MagnetApp
+from .outputs import RaterPage, RaterSlot, RaterView, as_values
 
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind the model
 # Old invite links (/?token=...) open the demo page: send them here, keeping the token.
@@ -40,7 +41,7 @@ def _inline(fn, n_view: int):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         try:
-            return (*fn(*args, **kwargs), _message(""))
+            return (*as_values(fn(*args, **kwargs)), _message(""))
         except gr.Error as e:
             return (*[gr.skip()] * n_view, _message(str(e.message)))
 
@@ -71,7 +72,11 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
                 shown = gr.HTML(elem_classes="filled-box")
                 appropriate = gr.Radio(["Yes", "No"], label="Appropriate?", visible=False)
                 likerts = [gr.Radio([], visible=False) for _ in range(MAX_LIKERT)]
-            slots += [group, title, shown, appropriate, *likerts]
+            slots.append(
+                RaterSlot.wire(
+                    visible=group, title=title, shown=shown, appropriate=appropriate, likert=likerts
+                )
+            )
             answers += [appropriate, *likerts]
         preference = gr.Radio([], label="Which output is best?", visible=False)
         comment = gr.Textbox(label="Comment (optional)", visible=False, max_length=2000)
@@ -79,14 +84,23 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
         submit = gr.Button(
             "Submit and next", variant="primary", visible=False, elem_id="rate-submit"
         )
-        view = [head, status, shown_item, item_text, *slots, preference, comment, submit]
+        view = RaterView.wire(
+            head=head,
+            status=status,
+            shown_item=shown_item,
+            item_text=item_text,
+            slots=slots,
+            preference=preference,
+            comment=comment,
+            submit=submit,
+        )
 
         def rate_page_load(token_box: str | None, request: gr.Request):
             out = _inline(app.rate_load, 1 + len(view))(token_box, request)
             opened = not out[-1] and bool(out[0])  # a token that opened a session
             return (*out, gr.update(visible=not opened))
 
-        page_view = [token, *view, message, token_row]
+        page_view = [*RaterPage.wire(token=token, view=view), message, token_row]
         demo.load(rate_page_load, inputs=token, outputs=page_view, **RATING)
         open_btn.click(
             _inline(app.rate_open, len(view)), inputs=token, outputs=[*view, message], **RATING

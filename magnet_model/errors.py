@@ -14,7 +14,15 @@ class AssetMissingError(MagnetError):
 
 
 class ModelLoadError(MagnetError):
-    """A base model or adapter could not be found or loaded."""
+    """A base model or adapter could not be found or loaded.
+
+    ``adapter`` names the adapter that failed; None when the base model itself (or the device)
+    is the problem. Callers decide on it, never on the message's wording.
+    """
+
+    def __init__(self, message: str, *, adapter: str | None = None):
+        super().__init__(message)
+        self.adapter = adapter
 
 
 class ConfigError(MagnetError):

@@ -40,6 +40,8 @@ class LoadedModel:
     source: str  # where the base weights came from, for start-up logs
     load_seconds: float
     adapters: dict[str, str] = field(default_factory=dict)  # name -> where it came from
+    # adapters of the spec that did not load -> why (load_model(skip_failed_adapters=True))
+    failed: dict[str, ModelLoadError] = field(default_factory=dict)
 
 
 def resolve_device(spec: ModelSpec):
@@ -154,11 +156,12 @@ def hub_kwargs() -> dict:
     return {"local_files_only": True} if offline else {}
 
 
-def _hub_error(what: str, e: Exception) -> ModelLoadError:
+def _hub_error(what: str, e: Exception, adapter: str | None = None) -> ModelLoadError:
     return ModelLoadError(
         f"Could not load {what} from the Hugging Face Hub ({type(e).__name__}); without network "
         "access use a local directory (or 'embedded'), and for gated models log in with "
-        "`huggingface-cli login` or set HF_TOKEN."
+        "`huggingface-cli login` or set HF_TOKEN.",
+        adapter=adapter,
     )
 
 
@@ -185,49 +188,112 @@ def load_base(spec: ModelSpec):
     return model, tokenizer, source
 
 
-def attach_adapters(model, adapters: dict[str, str]):
-    """Wrap the base model with peft and load every named adapter (one copy of base weights)."""
+def _adapter_source(name: str, ref: str) -> tuple[str, dict]:
+    """-> (path or Hub id for peft, extra kwargs); a reference that cannot work is refused."""
+    local = Path(ref).expanduser()
+    if local.exists() and not (local / "adapter_config.json").is_file():
+        raise ModelLoadError(
+            f"Adapter '{name}': '{ref}' has no adapter_config.json; give a folder written by "
+            "`python -m magnet_model.train` (or any PEFT save_pretrained).",
+            adapter=name,
+        )
+    if not local.exists() and not is_hub_id(ref):
+        raise ModelLoadError(
+            f"Adapter '{name}': '{ref}' does not exist on disk and is not a Hub id; "
+            "check the path in MAGNET_ADAPTERS or --adapters.",
+            adapter=name,
+        )
+    return (str(local), {}) if local.exists() else (ref, hub_kwargs())
+
+
+def _adapter_error(name: str, ref: str, e: Exception) -> ModelLoadError:
+    if not Path(ref).expanduser().exists():
+        return _hub_error(f"adapter '{name}' ({ref})", e, adapter=name)
+    return ModelLoadError(f"Could not load adapter '{name}' from {ref}: {e}", adapter=name)
+
+
+def attach_available(
+    model, adapters: dict[str, str], fresh_base=None, *, stop_at_first: bool = False
+) -> tuple[object, dict[str, ModelLoadError]]:
+    """Wrap the base model with peft and load every named adapter that loads (one copy of
+    base weights) -> (model, {adapter: the ModelLoadError that kept it out}).
+
+    Each adapter's files are read before the model is touched, so a missing or half-written
+    adapter costs nothing. An adapter that fails while being attached (one trained on another
+    base: wrong shapes) is deleted again; if it was the first, peft had already changed the
+    base's layers in place, so the base is loaded afresh with ``fresh_base()`` (without it, or
+    with stop_at_first, the first failure is raised).
+    """
+    failed: dict[str, ModelLoadError] = {}
     if not adapters:
-        return model
+        return model, failed
     from peft import PeftModel
+    from peft.utils import load_peft_weights
 
     peft_model = None
     for name, ref in adapters.items():
-        local = Path(ref).expanduser()
-        if local.exists() and not (local / "adapter_config.json").is_file():
-            raise ModelLoadError(
-                f"Adapter '{name}': '{ref}' has no adapter_config.json; give a folder written by "
-                "`python -m magnet_model.train` (or any PEFT save_pretrained)."
-            )
-        if not local.exists() and not is_hub_id(ref):
-            raise ModelLoadError(
-                f"Adapter '{name}': '{ref}' does not exist on disk and is not a Hub id; "
-                "check the path in MAGNET_ADAPTERS or --adapters."
-            )
-        src = str(local) if local.exists() else ref
-        hub = {} if local.exists() else hub_kwargs()
         try:
-            if peft_model is None:
-                peft_model = PeftModel.from_pretrained(model, src, adapter_name=name, **hub)
-            else:
-                peft_model.load_adapter(src, adapter_name=name, **hub)
-        except (OSError, ValueError) as e:
-            if not local.exists():
-                raise _hub_error(f"adapter '{name}' ({ref})", e) from None
-            raise ModelLoadError(f"Could not load adapter '{name}' from {ref}: {e}") from None
+            src, hub = _adapter_source(name, ref)
+            try:
+                load_peft_weights(src, device="cpu", **hub)  # readable before anything changes
+            except (OSError, ValueError) as e:
+                raise _adapter_error(name, ref, e) from None
+            try:
+                if peft_model is None:
+                    peft_model = PeftModel.from_pretrained(model, src, adapter_name=name, **hub)
+                else:
+                    peft_model.load_adapter(src, adapter_name=name, **hub)
+            except (OSError, ValueError, RuntimeError) as e:
+                error = _adapter_error(name, ref, e)
+                if peft_model is not None:
+                    if name in peft_model.peft_config:
+                        peft_model.delete_adapter(name)
+                elif fresh_base is None or stop_at_first:
+                    stop_at_first = True  # the base may be half-wrapped: nothing more goes on
+                else:
+                    log.warning("Adapter %s failed after peft changed the base; reloading", name)
+                    model = fresh_base()
+                raise error from None
+        except ModelLoadError as e:
+            if stop_at_first:
+                raise
+            log.warning("Adapter %s is unavailable: %s", name, e)
+            failed[name] = e
+    if peft_model is None:
+        return model, failed
     peft_model.eval()
-    return peft_model
+    return peft_model, failed
 
 
-def load_model(spec: ModelSpec | None = None) -> LoadedModel:
-    """Base model plus adapters, as one spec describes; logs what was loaded and from where."""
+def attach_adapters(model, adapters: dict[str, str]):
+    """Wrap the base model with peft and load every named adapter; the first that fails is
+    raised as a ModelLoadError naming it."""
+    model, _ = attach_available(model, adapters, stop_at_first=True)
+    return model
+
+
+def load_model(spec: ModelSpec | None = None, *, skip_failed_adapters: bool = False) -> LoadedModel:
+    """Base model plus adapters, as one spec describes; logs what was loaded and from where.
+
+    An adapter that cannot be loaded raises a ModelLoadError (its ``adapter`` names it); with
+    skip_failed_adapters it is left out and reported in ``LoadedModel.failed`` instead, the
+    base model being loaded once. A base model that cannot be loaded always raises.
+    """
     spec = spec or ModelSpec.from_env()
     start = time.perf_counter()
     model, tokenizer, source = load_base(spec)
-    model = attach_adapters(model, spec.adapters)
+    model, failed = attach_available(
+        model,
+        spec.adapters,
+        fresh_base=lambda: load_base(spec)[0],
+        stop_at_first=not skip_failed_adapters,
+    )
+    adapters = {n: ref for n, ref in spec.adapters.items() if n not in failed}
     device, dtype = resolve_device(spec)
     seconds = time.perf_counter() - start
     log.info("Loaded %s on %s (%s) in %.1f s", source, device, dtype, seconds)
-    for name, ref in spec.adapters.items():
+    for name, ref in adapters.items():
         log.info("Adapter %s from %s", name, ref)
-    return LoadedModel(model, tokenizer, spec, device, dtype, source, seconds, dict(spec.adapters))
+    return LoadedModel(
+        model, tokenizer, spec, device, dtype, source, seconds, adapters, failed=failed
+    )

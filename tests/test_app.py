@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -10,6 +11,7 @@ import pytest
 from app_fixtures import fake_request, make_app
 from tiny_models import tiny_engine
 
+from annotation_db import ItemIn, OutputIn
 from app import render
 from app.handlers import INFILL_SYSTEMS, TITLES
 from app.main import build_demo
@@ -34,10 +36,6 @@ def app(engine, tmp_path):
     return make_app(tmp_path, engine)
 
 
-def columns(out: tuple) -> list[tuple]:
-    return [tuple(out[i : i + 3]) for i in range(0, 9, 3)]
-
-
 def plain_text(markup: str) -> str:
     """What a reader sees of filled_html: the text, without tags or blank numbers."""
     return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<sup[^>]*>.*?</sup>", "", markup)))
@@ -48,13 +46,13 @@ def plain_text(markup: str) -> str:
 
 def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
     out = app.infill(TEXT, max_span=4)
-    assert len(out) == 12
-    cols = columns(out)
-    assert [c[0] for c in cols] == [f"### {TITLES[s]}" for s in INFILL_SYSTEMS]
+    assert len(out.values()) == 12
+    cols = out.columns
+    assert [c.title for c in cols] == [f"### {TITLES[s]}" for s in INFILL_SYSTEMS]
     expected = engine.infill(TEXT, adapter="magnet", max_span_tokens=4)
-    assert cols[0][1] == render.filled_html(expected.highlighted())
-    assert plain_text(cols[0][1]) == expected.filled  # one flowing paragraph, fills inline
-    for _, markup, info in cols:
+    assert cols[0].filled == render.filled_html(expected.highlighted())
+    assert plain_text(cols[0].filled) == expected.filled  # one flowing paragraph, fills inline
+    for markup, info in ((c.filled, c.info) for c in cols):
         assert markup.count('<mark class="fill"') == 2 and markup.count("<p ") == 1
         assert 'title="blank 1"' in markup and 'title="blank 2"' in markup
         assert plain_text(markup).startswith("the cat ")
@@ -67,14 +65,13 @@ def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
             why = part.split(", ", 1)[1]
             assert any(why.startswith(w) for w in END_REASONS.values()), why
             assert re.match(r"blank \d: \d+ tokens?", part)
-    state, vote_row, reveal = out[9:]
-    assert state is None and vote_row["visible"] is False and reveal == ""
+    assert out.state is None and out.vote_row["visible"] is False and out.reveal == ""
 
 
 def test_infill_sampled_with_seed_is_reproducible(app):
     a = app.infill(TEXT, "sampled", 0.9, 0.9, 7, 4)
     b = app.infill(TEXT, "sampled", 0.9, 0.9, 7, 4)
-    assert columns(a)[0][1] == columns(b)[0][1]
+    assert a.columns[0].filled == b.columns[0].filled
 
 
 @pytest.mark.parametrize(
@@ -95,25 +92,25 @@ def test_infill_bad_input_is_one_readable_error(app, text, span, message):
 
 def test_infill_without_magnet_adapter_says_why(plain, tmp_path):
     app = make_app(tmp_path, plain)
-    cols = columns(app.infill(TEXT, max_span=3))
-    assert cols[0][1] == "" and cols[0][2].startswith("Unavailable: the 'magnet' adapter")
-    assert all(c[1] for c in cols[1:])  # the base-model baselines still run
+    cols = app.infill(TEXT, max_span=3).columns
+    assert cols[0].filled == "" and cols[0].info.startswith("Unavailable: the 'magnet' adapter")
+    assert all(c.filled for c in cols[1:])  # the base-model baselines still run
 
 
 def test_user_text_stays_text(app):
     text = "<script>alert(1)</script> the cat [blank] ."
-    for _, markup, _ in columns(app.infill(text, max_span=2)):
+    for markup in (c.filled for c in app.infill(text, max_span=2).columns):
         assert "<script>" not in markup  # escaped: shown as text, never run
         assert plain_text(markup).startswith("<script>alert(1)</script> the cat ")
 
 
 def test_blind_vote_hides_names_stores_vote_then_reveals(app):
     out = app.infill(TEXT, max_span=3, blind=True, request=fake_request())
-    cols, (state, vote_row, reveal) = columns(out), out[9:]
-    assert [c[0] for c in cols] == ["### A", "### B", "### C"]
-    assert vote_row["visible"] is True and "Vote" in reveal
+    cols, state = out.columns, out.state
+    assert [c.title for c in cols] == ["### A", "### B", "### C"]
+    assert out.vote_row["visible"] is True and "Vote" in out.reveal
     assert sorted(o["system"] for o in state["shown"]) == sorted(INFILL_SYSTEMS)
-    shown_texts = [plain_text(c[1]) for c in cols]
+    shown_texts = [plain_text(c.filled) for c in cols]
     assert shown_texts == [o["text"] for o in state["shown"]]
     message, cleared = app.vote(state, "B", fake_request())
     assert cleared is None
@@ -126,7 +123,7 @@ def test_blind_vote_hides_names_stores_vote_then_reveals(app):
 
 
 def test_voting_with_nothing_picked_says_so_in_a_sentence(app):
-    state = app.infill(TEXT, max_span=2, blind=True)[9]
+    state = app.infill(TEXT, max_span=2, blind=True).state
     with pytest.raises(gr.Error, match="Pick an output"):
         app.vote(state, None)
 
@@ -156,13 +153,15 @@ def test_too_long_text_is_refused_with_its_length_not_cut(app):
 
 def test_continue_streams_three_systems_with_live_stats(app, engine):
     frames = list(app.continue_("the cat sat on the", 6))
-    assert frames and all(len(f) == 6 for f in frames)
-    for col, adapter in zip(range(0, 6, 2), ["magnet", None, "llm2vec"], strict=True):
-        texts = [f[col] for f in frames]
+    assert frames and all(len(f.values()) == 6 for f in frames)
+    for col, adapter in enumerate(["magnet", None, "llm2vec"]):
+        texts = [f.columns[col].text for f in frames]
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
         assert texts[-1] == engine.generate("the cat sat on the", adapter, 6).text
-        assert frames[-1][col + 1].startswith("Rep-4 ") and "done in" in frames[-1][col + 1]
-    assert len(frames) >= 2 and frames[0][0] != frames[-1][0]  # streamed, not one block
+        stats = frames[-1].columns[col].stats
+        assert stats.startswith("Rep-4 ") and "done in" in stats
+    first, last = frames[0].columns[0].text, frames[-1].columns[0].text
+    assert len(frames) >= 2 and first != last  # streamed, not one block
 
 
 def test_continue_stats_show_repetition():
@@ -174,9 +173,9 @@ def test_continue_stats_show_repetition():
 
 def test_continue_without_adapters_streams_base_only(plain, tmp_path):
     frames = list(make_app(tmp_path, plain).continue_("the dog ran", 3))
-    last = frames[-1]
-    assert last[0] == "" and last[1].startswith("Unavailable")
-    assert last[2] and last[4] == "" and last[5].startswith("Unavailable")
+    magnet, base, llm2vec = frames[-1].columns
+    assert magnet.text == "" and magnet.stats.startswith("Unavailable")
+    assert base.text and llm2vec.text == "" and llm2vec.stats.startswith("Unavailable")
 
 
 @pytest.mark.parametrize(("prompt", "n"), [("", 4), ("the cat", 0), ("the cat", 999)])
@@ -212,39 +211,139 @@ def test_the_rater_page_has_no_tabs_and_names_no_model_or_system(engine, tmp_pat
     assert "infill" not in words and "search" not in words
 
 
-def test_rating_events_do_not_share_the_model_queue(engine, tmp_path):
-    demo = build_demo(make_app(tmp_path, engine))
+def test_rating_events_do_not_share_the_model_queue(engine, tmp_path, monkeypatch):
+    asked = []  # what build_demo asks of Blocks.queue (public API; the queue object is not)
+    queue = gr.Blocks.queue
+
+    def spy(self, *args, **kwargs):
+        asked.append(kwargs)
+        return queue(self, *args, **kwargs)
+
+    monkeypatch.setattr(gr.Blocks, "queue", spy)
+    app = make_app(tmp_path, engine)
+    demo = build_demo(app)
     groups = {}
     for dep in demo.fns.values():
         groups.setdefault(dep.name, set()).add(dep.concurrency_id)
     assert groups["infill"] == {"model"} and groups["continue_"] == {"model"}
     assert groups["rate_submit"] == {"rating"} and groups["rate_page_load"] == {"rating"}
     assert groups["rate_open"] == {"rating"} and groups["admin_login"] == {"rating"}
-    assert demo._queue.max_size == 32
+    # the last call sets the queue (Gradio itself calls queue() with no arguments first)
+    assert asked[-1] == {"default_concurrency_limit": app.settings.concurrency, "max_size": 32}
 
 
-def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
-    """An adapter still being trained (config, no weights) or missing is reported, not fatal."""
-    import dataclasses
-
-    from app.main import load_engine
-    from magnet_model.settings import ModelSpec
-
+def _saved_engine(tmp_path):
+    """The tiny engine's base and both adapters saved as folders -> (base, {adapter: folder})."""
     engine = tiny_engine()
     base = tmp_path / "base"
     engine.model.get_base_model().save_pretrained(base)
     engine.tokenizer.save_pretrained(base)
-    engine.model.save_pretrained(tmp_path / "ad", selected_adapters=["magnet"])
-    half = next((tmp_path / "ad").rglob("adapter_config.json")).parent
-    for weights in half.glob("adapter_model.*"):
+    folders = {}
+    for name in ("magnet", "llm2vec"):
+        engine.model.save_pretrained(tmp_path / name, selected_adapters=[name])
+        folders[name] = next((tmp_path / name).rglob("adapter_config.json")).parent
+    return base, folders
+
+
+def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
+    """An adapter still being trained (config, no weights) or missing is reported, not fatal."""
+    from app.main import load_engine
+    from magnet_model.settings import ModelSpec
+
+    base, folders = _saved_engine(tmp_path)
+    for weights in folders["magnet"].glob("adapter_model.*"):
         weights.unlink()  # a save in progress
     spec = ModelSpec(base=str(base), device="cpu", cache_dir=tmp_path / "cache")
-    spec = dataclasses.replace(spec, adapters={"magnet": str(half), "llm2vec": "/nope/llm2vec"})
+    spec = dataclasses.replace(
+        spec, adapters={"magnet": str(folders["magnet"]), "llm2vec": "/nope/llm2vec"}
+    )
     loaded, unavailable = load_engine(spec)
     assert loaded.adapter_names == [] and set(unavailable) == {"magnet", "llm2vec"}
+    assert all(e.adapter == name for name, e in unavailable.items())
     app = make_app(tmp_path, loaded)
     app.unavailable = unavailable
-    assert "magnet" in app.availability("magnet") and "/nope/llm2vec" in app.availability("llm2vec")
+    magnet, llm2vec = app.availability("magnet"), app.availability("llm2vec")
+    assert (magnet.system, llm2vec.system) == ("magnet", "llm2vec")
+    assert "magnet" in magnet.reason and "/nope/llm2vec" in llm2vec.reason
+    assert app.availability("zero-shot") is None
+
+
+def test_one_broken_adapter_leaves_the_other_served(tmp_path):
+    """magnet half-saved, llm2vec fine: llm2vec continues, magnet's column names it and why,
+    and the page's header says which adapter is not loaded."""
+    from app.main import load_engine
+    from magnet_model.settings import ModelSpec
+
+    base, folders = _saved_engine(tmp_path)
+    for weights in folders["magnet"].glob("adapter_model.*"):
+        weights.unlink()
+    spec = ModelSpec(
+        base=str(base),
+        device="cpu",
+        cache_dir=tmp_path / "cache",
+        adapters={k: str(v) for k, v in folders.items()},
+    )
+    engine, unavailable = load_engine(spec)
+    assert engine.adapter_names == ["llm2vec"] and set(unavailable) == {"magnet"}
+    app = make_app(tmp_path, engine)
+    app.unavailable = unavailable
+    *_, last = app.continue_("the cat sat on the", 3)
+    magnet, base, llm2vec = last.columns
+    assert magnet.stats.startswith("Unavailable: ") and "adapter 'magnet'" in magnet.stats
+    assert str(folders["magnet"]) in magnet.stats
+    assert base.text and llm2vec.text and "Unavailable" not in base.stats + llm2vec.stats
+    header = next(b.value for b in build_demo(app).blocks.values() if isinstance(b, gr.Markdown))
+    assert "Not loaded: magnet" in header
+
+
+def test_broken_base_model_is_one_clear_error(tmp_path, capsys):
+    from app.main import load_engine, main
+    from magnet_model.errors import ModelLoadError
+    from magnet_model.settings import ModelSpec
+
+    _, folders = _saved_engine(tmp_path)
+    spec = ModelSpec(base=str(tmp_path / "no-base"), adapters={"magnet": str(folders["magnet"])})
+    with pytest.raises(ModelLoadError, match="does not exist on disk") as info:
+        load_engine(spec)
+    assert info.value.adapter is None
+    db = str(tmp_path / "db.sqlite3")
+    assert main(["--base-model", str(tmp_path / "no-base"), "--db-path", db]) == 2
+    err = capsys.readouterr().err
+    assert "error: The base model" in err and "Traceback" not in err
+
+
+def test_named_results_fill_exactly_the_outputs_they_are_wired_to(engine, tmp_path):
+    """Each handler with a named result gives one value per output component of its event,
+    and the components sit where its fields say (a title on a Markdown, the fills on HTML)."""
+    from app.outputs import as_values
+
+    app = make_app(tmp_path, engine)
+    token = app.store.invite(
+        app.store.create_study(
+            "s",
+            [ItemIn("i", "the cat [blank] on the mat .", ["sat"])],
+            [OutputIn("i", s, "the cat sat on the mat .", ["sat"]) for s in ("magnet", "base")],
+        ).name,
+        "Ada",
+    ).token
+    demo = build_demo(app)
+    deps = {dep.name: dep for dep in demo.fns.values()}
+    results = {
+        "infill": app.infill(TEXT, max_span=2),
+        "continue_": next(iter(app.continue_("the cat", 2))),
+        "rate_open": app.rate_open(token),
+    }
+    extra = {"rate_open": 1}  # the rater page adds its inline message (rater_page._inline)
+    for name, result in results.items():
+        assert len(as_values(result)) + extra.get(name, 0) == len(deps[name].outputs), name
+    infill = deps["infill"].outputs
+    assert [type(b) for b in infill[:3]] == [gr.Markdown, gr.HTML, gr.Markdown]
+    assert isinstance(infill[9], gr.State) and isinstance(infill[10], gr.Row)
+    rate = deps["rate_open"].outputs
+    assert isinstance(rate[4], gr.Group) and isinstance(rate[6], gr.HTML)
+    # rate_page_load: the token, the view and its message, then the token row
+    assert len(deps["rate_page_load"].outputs) == 1 + len(rate) + 1
+    assert isinstance(deps["rate_page_load"].outputs[-1], gr.Row)
 
 
 def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
@@ -256,3 +355,28 @@ def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
     assert all(t.headers == ["#", "cosine", "passage"] for t in tables)
     rows = {id(t.parent.parent) for t in tables}  # column -> row: two rows of two
     assert len(rows) == 2
+
+
+def test_library_errors_become_one_sentence_for_the_visitor():
+    """user_errors: AnnotationError and MagnetError -> gr.Error with the same sentence and no
+    traceback; a gr.Error or any other exception passes unchanged."""
+    from annotation_db import AnnotationError
+    from app.handlers import user_errors
+    from magnet_model.errors import InputError
+
+    for error in (AnnotationError("No study named 'x'."), InputError("The text is empty.")):
+        with pytest.raises(gr.Error) as info, user_errors():
+            raise error
+        assert info.value.message == str(error) and info.value.print_exception is False
+        assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(gr.Error, match="mine"), user_errors():
+        raise gr.Error("mine")
+    with pytest.raises(KeyError), user_errors():
+        raise KeyError("a bug stays a bug")
+
+    @user_errors()
+    def handler():
+        raise AnnotationError("refused")
+
+    with pytest.raises(gr.Error, match="refused"):
+        handler()

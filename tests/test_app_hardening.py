@@ -24,7 +24,6 @@ from app.handlers import MAX_LIKERT, MAX_OUTPUTS, VOTES_PER_WINDOW
 from app.main import build_demo, server_app_kwargs
 from app.security import LoginThrottle, PrivateDownloads, RateLimiter
 
-HEAD = 4  # head, status, shown-item id, item text
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 
 
@@ -97,10 +96,10 @@ def aid_of(shown: str) -> int:
 
 def test_a_resent_submission_lands_once_on_the_displayed_item(app):
     token = small_study(app)
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     first = app.rate_submit(token, shown, *answers(), None, "ok")
     again = app.rate_submit(token, shown, *answers(), None, "ok")  # double click / retry
-    assert again[2] == first[2] != shown  # the same next item, not a second write
+    assert again.shown_item == first.shown_item != shown  # the same next item, not a second write
     assert ratings_by_assignment(app) == {aid_of(shown): 2}  # two outputs, one item
     # a lost response: the page never saw `first`, so it sends the old item once more
     lost = app.rate_submit(token, shown, *answers(), None, "ok")
@@ -112,7 +111,7 @@ def test_a_resent_submission_lands_once_on_the_displayed_item(app):
 
 def test_four_concurrent_sends_of_one_submission_store_one_rating(app):
     token = small_study(app)
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     results, errors = [], []
     barrier = threading.Barrier(4)
 
@@ -129,14 +128,14 @@ def test_four_concurrent_sends_of_one_submission_store_one_rating(app):
     for t in threads:
         t.join()
     assert errors == [] and len(results) == 4
-    assert len({r[2] for r in results}) == 1  # every send sees the same next item
+    assert len({r.shown_item for r in results}) == 1  # every send sees the same next item
     assert ratings_by_assignment(app) == {aid_of(shown): 2}
 
 
 def test_a_shown_item_id_works_only_with_its_token(app):
     token = small_study(app)
     other = app.store.invite("pilot", "Bob").token
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     for bad in (shown, f"{aid_of(shown)}.forged", str(aid_of(shown)), "", None):
         with pytest.raises(gr.Error, match="reload your invite link|Open your invite"):
             app.rate_submit(other, bad, *answers(), None, "")
@@ -186,23 +185,25 @@ def test_fifty_wrong_passwords_take_hours_and_the_right_one_works_after(app):
     app.login_throttle = LoginThrottle(clock=clock)
     start, tried = clock.now, 0
     while tried < 50:  # an attacker who tries again the moment it is allowed
-        ok, _, msg, _ = app.admin_login(f"guess{tried}", fake_request())
+        login = app.admin_login(f"guess{tried}", fake_request())
+        ok, msg = login.authorized, login.message
         assert ok is False
         if msg.startswith("Too many"):
             clock.now += float(re.search(r"in (\d+) s", msg).group(1))
         else:
             tried += 1
     assert clock.now - start > 3 * 3600
-    ok, _, msg, _ = app.admin_login("s3cret", fake_request())  # locked: not even compared
+    login = app.admin_login("s3cret", fake_request())  # locked: not even compared
+    ok, msg = login.authorized, login.message
     assert ok is False and msg.startswith("Too many")
     clock.now += app.login_throttle.wait_s("unknown")
-    assert app.admin_login("s3cret", fake_request())[0] is True
+    assert app.admin_login("s3cret", fake_request()).authorized is True
 
 
 def test_login_lockout_without_a_fake_clock_stops_fast_guessing(app):
     checked = 0
     for n in range(50):
-        _, _, msg, _ = app.admin_login(f"guess{n}", fake_request())
+        msg = app.admin_login(f"guess{n}", fake_request()).message
         checked += msg == "Wrong password."
     assert checked <= app.login_throttle.free + 1  # the rest were refused unchecked
 
@@ -214,7 +215,7 @@ def test_many_clients_together_are_slowed_down_too(app):
     for n in range(30):
         req = fake_request()
         req.client = type("C", (), {"host": f"10.0.0.{n}"})()
-        msgs.append(app.admin_login("wrong", req)[2])
+        msgs.append(app.admin_login("wrong", req).message)
     assert msgs[:20] == ["Wrong password."] * 20 and msgs[-1].startswith("Too many")
 
 
@@ -241,7 +242,7 @@ def test_traversal_study_names_are_refused_and_exports_stay_private(app, tmp_pat
 
 def test_an_unwritable_database_at_submit_says_the_answer_was_not_saved(app):
     token = small_study(app)
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     engine = app.store.db.engine
     engine.dispose()
 
@@ -286,7 +287,7 @@ def http(app):
 
 def test_exports_are_single_use_private_links_never_gradio_files(app, http):
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token)[2], *answers(), None, "")
+    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
     link = app.admin_export(True, "pilot", "csv")
     assert "gradio_api/file=" not in link
     url = re.search(r"\]\((admin-files/[\w-]+)\)", link).group(1)
@@ -329,25 +330,25 @@ def test_unused_download_links_expire_and_their_files_are_deleted(tmp_path):
 def test_blind_runs_are_sampled_with_a_hidden_seed_and_hide_timing(app):
     outs = [app.infill(TEXT, "greedy", 1.0, 1.0, 7, 3, True, fake_request()) for _ in range(2)]
     for out in outs:
-        state = out[9]
+        state = out.state
         assert all(o["decoding"]["do_sample"] for o in state["shown"])
-        infos = [out[i + 2] for i in range(0, 9, 3)]
+        infos = [c.info for c in out.columns]
         assert all(" s · " not in i and "tokens" not in i for i in infos)
-    seeds = [{o["seed"] for o in out[9]["shown"]} for out in outs]
-    near_greedy = app.infill(TEXT, "sampled", 0.05, 0.1, 7, 3, True, fake_request())[9]
+    seeds = [{o["seed"] for o in out.state["shown"]} for out in outs]
+    near_greedy = app.infill(TEXT, "sampled", 0.05, 0.1, 7, 3, True, fake_request()).state
     assert near_greedy["shown"][0]["decoding"]["temperature"] >= 0.7  # not greedy in disguise
     assert near_greedy["shown"][0]["decoding"]["top_p"] >= 0.9
     assert seeds[0] != seeds[1] and 7 not in seeds[0] | seeds[1]  # not the visitor's seed
-    message, _ = app.vote(outs[0][9], "A", fake_request())
-    assert message.count(" · done after ") == len(outs[0][9]["shown"])  # timing after the vote
+    message, _ = app.vote(outs[0].state, "A", fake_request())
+    assert message.count(" · done after ") == len(outs[0].state["shown"])  # timing after the vote
 
 
 def test_votes_after_an_unblinded_run_of_the_same_text_are_flagged(app):
     req = fake_request()
     app.infill(TEXT, max_span=3, request=req)  # names shown
-    state = app.infill(TEXT, max_span=3, blind=True, request=req)[9]
+    state = app.infill(TEXT, max_span=3, blind=True, request=req).state
     app.vote(state, "A", req)
-    fresh = app.infill("a new [blank] text .", max_span=3, blind=True, request=req)[9]
+    fresh = app.infill("a new [blank] text .", max_span=3, blind=True, request=req).state
     app.vote(fresh, "B", req)
     res = app.store.results("arena")
     assert res.n_votes_seen_unblinded == 1 and res.n_judgments == 2
@@ -357,21 +358,21 @@ def test_votes_after_an_unblinded_run_of_the_same_text_are_flagged(app):
     same_address.session_hash, same_address.client = "visitor-3", other_tab.client
     app.infill("one more [blank] text .", max_span=3, request=other_tab)
     late = app.infill("one more [blank] text .", max_span=3, blind=True, request=same_address)
-    app.vote(late[9], "A", same_address)
+    app.vote(late.state, "A", same_address)
     assert app.store.results("arena").n_votes_seen_unblinded == 2
 
 
 def test_one_vote_per_comparison_and_a_rate_limit_per_session(app):
     req = fake_request()
-    state = app.infill(TEXT, max_span=2, blind=True, request=req)[9]
+    state = app.infill(TEXT, max_span=2, blind=True, request=req).state
     _, cleared = app.vote(state, "A", req)
     assert cleared is None
     with pytest.raises(gr.Error, match="blind mode first"):
         app.vote(cleared, "B", req)
     app.vote(state, "A", req)  # a replay of the same vote stores nothing new
     for _ in range(VOTES_PER_WINDOW - 1):
-        app.vote(app.infill(TEXT, max_span=2, blind=True, request=req)[9], "B", req)
-    late = app.infill(TEXT, max_span=2, blind=True, request=req)[9]
+        app.vote(app.infill(TEXT, max_span=2, blind=True, request=req).state, "B", req)
+    late = app.infill(TEXT, max_span=2, blind=True, request=req).state
     with pytest.raises(gr.Error, match="votes per"):
         app.vote(late, "A", req)
     assert app.store.results("arena").n_judgments == VOTES_PER_WINDOW
@@ -406,9 +407,9 @@ def test_attention_checks_look_like_regular_items(app):
     token = app.store.invite("s", "Ada").token
     for _ in range(5):
         shown = app.rate_open(token)
-        assert sum(1 for i in range(3) if shown[HEAD + i * (4 + MAX_LIKERT)]["visible"]) == 3
-        app.rate_submit(token, shown[2], *answers(("Yes", "Yes", "Yes")), None, "")
-    _, res, _ = app.admin_results(True, "s")
+        assert sum(1 for slot in shown.slots[:3] if slot.visible["visible"]) == 3
+        app.rate_submit(token, shown.shown_item, *answers(("Yes", "Yes", "Yes")), None, "")
+    res = app.admin_results(True, "s").results
     assert res["n_raters_checked"] == 1 and res["n_raters_failed_attention"] == 1
 
 
@@ -444,7 +445,7 @@ def test_lone_surrogates_are_one_sentence(app):
     with pytest.raises(gr.Error, match="not valid text"):
         app.infill("the cat \ud800 [blank] .", max_span=3)
     token = small_study(app)
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     with pytest.raises(gr.Error, match="comment contains a character that is not valid"):
         app.rate_submit(token, shown, *answers(), None, "bad \udfff")
     with pytest.raises(gr.Error, match="invite token is not valid"):
@@ -459,18 +460,18 @@ def test_admin_closes_reopens_and_revokes(app):
     token = small_study(app)
     bob = app.store.invite("pilot", "Bob").token
     assert app.admin_status(True, "pilot", "closed") == "Study 'pilot' is now closed."
-    assert "closed" in app.rate_open(token)[1]
+    assert "closed" in app.rate_open(token).status
     app.admin_status(True, "pilot", "open")
-    shown = app.rate_open(token)[2]
+    shown = app.rate_open(token).shown_item
     assert shown
-    rater_id = app.admin_progress(True, "pilot")[1][0][0]
+    rater_id = app.admin_progress(True, "pilot").rows[0][0]
     assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open(token)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_submit(token, shown, *answers(), None, "")
-    assert app.rate_open(bob)[2]  # the others go on
-    assert [r[-1] for r in app.admin_progress(True, "pilot")[1]] == ["revoked", "active"]
+    assert app.rate_open(bob).shown_item  # the others go on
+    assert [r[-1] for r in app.admin_progress(True, "pilot").rows] == ["revoked", "active"]
     for call in (
         lambda: app.admin_status(False, "pilot", "open"),
         lambda: app.admin_revoke(False, "pilot", 2),
@@ -481,9 +482,9 @@ def test_admin_closes_reopens_and_revokes(app):
 
 def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token)[2], *answers(), None, "")  # one answer done
-    shown = app.rate_open(token)[2]  # the item shown next
-    rater_id = app.admin_progress(True, "pilot")[1][0][0]
+    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")  # one answer done
+    shown = app.rate_open(token).shown_item  # the item shown next
+    rater_id = app.admin_progress(True, "pilot").rows[0][0]
     msg = app.admin_new_link(True, "pilot", rater_id)
     assert "old one no longer works" in msg
     new = msg.rsplit("?token=", 1)[1]
@@ -491,8 +492,8 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open(token)
     again = app.rate_open(new)
-    assert again[2]  # the same rater goes on: the answer kept, an item to rate
-    row = app.admin_progress(True, "pilot")[1][0]
+    assert again.shown_item  # the same rater goes on: the answer kept, an item to rate
+    row = app.admin_progress(True, "pilot").rows[0]
     assert row[0] == rater_id and row[2] == 1 and row[-1] == "active"
     # only the hash is stored, and a revoked rater can be given a link again
     from annotation_db.schema import Rater
@@ -500,7 +501,7 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     assert app.store.db.read(lambda s: s.get(Rater, rater_id).token_hash) != new
     assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
     newer = app.admin_new_link(True, "pilot", rater_id).rsplit("?token=", 1)[1]
-    assert app.rate_open(newer)[2]
+    assert app.rate_open(newer).shown_item
     assert shown  # (the shown item id was valid only with the old token)
     with pytest.raises(gr.Error, match="Log in"):
         app.admin_new_link(False, "pilot", rater_id)
@@ -524,7 +525,7 @@ def test_the_launched_server_has_the_guard_and_the_download_route(app, served):
     r = httpx.post(f"{base}/gradio_api/queue/join", content=b"{" + b" " * (2 * 2**20) + b"}")
     assert r.status_code == 413
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token)[2], *answers(), None, "")
+    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
     url = re.search(r"\]\((admin-files/[\w-]+)\)", app.admin_export(True, "pilot", "jsonl"))
     first, second = httpx.get(f"{base}/{url.group(1)}"), httpx.get(f"{base}/{url.group(1)}")
     assert first.status_code == 200 and json.loads(first.text.splitlines()[0])["study"] == "pilot"

@@ -19,9 +19,6 @@ from app import rater_page
 from app.handlers import MAX_LIKERT, MAX_OUTPUTS
 from app.rating_form import missing_answers
 
-SLOT = 4 + MAX_LIKERT  # group, title, highlighted, appropriate, Likert...
-HEAD = 4  # head, status, assignment id, item text
-
 
 @pytest.fixture(scope="module")
 def engine():
@@ -44,14 +41,6 @@ def small_study(app, questions=("appropriate", "likert:fluency", "preference", "
     return app.store.invite("pilot", "Ada").token
 
 
-def view_of(out: tuple) -> dict:
-    slots = [out[HEAD + i * SLOT : HEAD + (i + 1) * SLOT] for i in range(MAX_OUTPUTS)]
-    pref, comment, submit = out[HEAD + MAX_OUTPUTS * SLOT :]
-    return dict(head=out[0], status=out[1], aid=out[2], text=out[3]["value"],
-                text_visible=out[3]["visible"], slots=slots, pref=pref, comment=comment,
-                submit=submit)  # fmt: skip
-
-
 def fills_of(markup: str) -> list[str]:
     return re.findall(r'<mark class="fill"[^>]*>([^<]*)', markup)
 
@@ -71,32 +60,37 @@ def answers(n_out: int, appropriate=("Yes", "No"), fluency=("4", "2")) -> list:
 
 def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     token = small_study(app)
-    token_out, *rest = app.rate_load("", fake_request(token=token))
-    v = view_of(tuple(rest))
-    assert token_out == token and "Ada" in v["head"] and v["status"].startswith("0 of 2")
-    assert "[blank]" in v["text"] and v["submit"]["visible"] is True
-    shown = [s for s in v["slots"] if s[0]["visible"]]
-    assert [s[1] for s in shown] == ["Output A", "Output B"]
-    assert all(s[3]["visible"] and s[4]["visible"] and not s[5]["visible"] for s in shown)
-    assert v["pref"]["choices"] == [
+    page = app.rate_load("", fake_request(token=token))
+    v = page.view
+    assert page.token == token and "Ada" in v.head and v.status.startswith("0 of 2")
+    assert "[blank]" in v.item_text["value"] and v.submit["visible"] is True
+    assert len(v.slots) == MAX_OUTPUTS and all(len(s.likert) == MAX_LIKERT for s in v.slots)
+    shown = [s for s in v.slots if s.visible["visible"]]
+    assert [s.title for s in shown] == ["Output A", "Output B"]
+    assert all(
+        s.appropriate["visible"] and s.likert[0]["visible"] and not s.likert[1]["visible"]
+        for s in shown
+    )
+    assert v.preference["choices"] == [
         ("Output A", "A"),
         ("Output B", "B"),
         ("A tie", "tie"),
         ("All are bad", "all_bad"),
     ]  # people read words, the store gets the codes
-    blob = json.dumps(rest, default=str)
+    blob = json.dumps(v.values(), default=str)
     assert "magnet" not in blob and "zero-shot" not in blob  # nothing names a system
-    fills = [f for s in shown for f in fills_of(s[2])]
+    fills = [f for s in shown for f in fills_of(s.shown)]
     assert sorted(fills) == ["ran", "sat"]
 
-    nxt = view_of(app.rate_submit(token, v["aid"], *answers(2), "A", "  looks fine "))
-    assert nxt["status"].startswith("1 of 2") and nxt["aid"] != v["aid"]
+    nxt = app.rate_submit(token, v.shown_item, *answers(2), "A", "  looks fine ")
+    assert nxt.status.startswith("1 of 2") and nxt.shown_item != v.shown_item
     rows = app.store.progress("pilot").raters
     assert rows[0].done == 1
-    done = view_of(app.rate_submit(token, nxt["aid"], *answers(2), "tie", ""))
-    assert "all done" in done["status"] and done["submit"]["visible"] is False
-    assert done["text_visible"] is False and done["comment"]["visible"] is False  # no empty box
-    table, res, plot = app.admin_results(True, "pilot")
+    done = app.rate_submit(token, nxt.shown_item, *answers(2), "tie", "")
+    assert "all done" in done.status and done.submit["visible"] is False
+    assert done.item_text["visible"] is False and done.comment["visible"] is False  # no empty box
+    results = app.admin_results(True, "pilot")
+    table, res, plot = results.table, results.results, results.plot
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
     assert plot.axes[0].get_ylim() == (0, 1)
@@ -116,9 +110,10 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
 
 def test_resume_shows_the_same_unanswered_item(app):
     token = small_study(app)
-    first = view_of(app.rate_open(token))
-    again = view_of(app.rate_load(token, None)[1:])
-    assert again["aid"] == first["aid"] and again["text"] == first["text"]
+    first = app.rate_open(token)
+    again = app.rate_load(token, None).view
+    assert again.shown_item == first.shown_item
+    assert again.item_text["value"] == first.item_text["value"]
 
 
 def test_rate_errors_are_readable(app):
@@ -127,14 +122,14 @@ def test_rate_errors_are_readable(app):
         app.rate_open("not-a-token")
     with pytest.raises(gr.Error):
         app.rate_open("")
-    v = view_of(app.rate_open(token))
+    aid = app.rate_open(token).shown_item
     missing = answers(2, appropriate=(None, "No"))
     with pytest.raises(gr.Error, match=r"Please answer: output A \(appropriate\?\)\."):
-        app.rate_submit(token, v["aid"], *missing, "A", "")
+        app.rate_submit(token, aid, *missing, "A", "")
     with pytest.raises(gr.Error, match=r"output B \(fluency\) and which output is best\."):
-        app.rate_submit(token, v["aid"], *answers(2, fluency=("3", None)), None, "")
+        app.rate_submit(token, aid, *answers(2, fluency=("3", None)), None, "")
     with pytest.raises(gr.Error):
-        app.rate_submit(token, v["aid"], *answers(2), "A", "x" * 3000)  # comment too long
+        app.rate_submit(token, aid, *answers(2), "A", "x" * 3000)  # comment too long
     assert app.store.progress("pilot").judgments_done == 0
 
 
@@ -151,35 +146,38 @@ def test_missing_answers_names_what_is_missing_in_one_sentence():
 
 def test_rater_page_shows_a_refusal_inline_and_keeps_every_answer(app):
     token = small_study(app)
-    v = view_of(app.rate_open(token))
-    n_view = len(app.rate_open(token))
+    aid = app.rate_open(token).shown_item
+    n_view = len(app.rate_open(token).values())
     submit = rater_page._inline(app.rate_submit, n_view)
-    out = submit(token, v["aid"], *answers(2, appropriate=("Yes", None)), "A", "my note")
+    out = submit(token, aid, *answers(2, appropriate=("Yes", None)), "A", "my note")
     message, rest = out[-1], out[:-1]
     assert message.count("Please answer") == 1 and "output B (appropriate?)" in message
     assert 'role="alert"' in message and len(rest) == n_view
     assert all(x == gr.skip() for x in rest)  # nothing the rater entered is reset
     assert app.store.progress("pilot").judgments_done == 0
-    ok = submit(token, v["aid"], *answers(2), "A", "")
-    assert ok[-1] == "" and view_of(ok[:-1])["status"].startswith("1 of 2")
+    ok = submit(token, aid, *answers(2), "A", "")
+    assert ok[:-1] == app.rate_load(token, None).view.values() and ok[-1] == ""
+    assert app.rate_open(token).status.startswith("1 of 2")
     assert submit.__name__ == "rate_submit"
 
 
 def test_rate_load_without_token_asks_for_one(app):
-    token, *rest = app.rate_load("", fake_request())
-    assert token == "" and "invite link" in view_of(tuple(rest))["status"]
+    page = app.rate_load("", fake_request())
+    assert page.token == "" and "invite link" in page.view.status
 
 
 # ---------------------------------------------------------------- Admin
 
 
 def test_admin_login_and_every_admin_call_needs_it(app):
-    ok, panel, msg, studies = app.admin_login("wrong")
-    assert ok is False and panel["visible"] is False and msg == "Wrong password."
-    assert studies == gr.skip()  # nothing else is touched: no second error
+    login = app.admin_login("wrong")
+    assert login.authorized is False and login.panel["visible"] is False
+    assert login.message == "Wrong password."
+    assert login.studies == gr.skip()  # nothing else is touched: no second error
     small_study(app)
-    ok, panel, _, studies = app.admin_login("s3cret")
-    assert ok is True and panel["visible"] is True and studies["choices"] == ["pilot"]
+    login = app.admin_login("s3cret")
+    assert login.authorized is True and login.panel["visible"] is True
+    assert login.studies["choices"] == ["pilot"]
     for call in (
         lambda: app.admin_studies(False),
         lambda: app.admin_progress(False, "pilot"),
@@ -192,7 +190,7 @@ def test_admin_login_and_every_admin_call_needs_it(app):
 
 def test_admin_without_password_setting_refuses_even_true(engine, tmp_path):
     app = make_app(tmp_path, engine, admin_password=None)
-    assert app.admin_login("")[0] is False
+    assert app.admin_login("").authorized is False
     with pytest.raises(gr.Error):
         app.admin_backup(True)
 
@@ -225,13 +223,14 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     assert all(r[1].startswith("http://demo.test:7860/rate?token=") for r in links)
     token = links[0][1].split("token=")[1]
     for n in (1, 2):  # two items: at least one is not the (single) attention check
-        v = view_of(app.rate_open(token))
-        n_shown = len([s for s in v["slots"] if s[0]["visible"]])
-        app.rate_submit(token, v["aid"], *answers(n_shown), None, "")
-        summary, raters = app.admin_progress(True, "study1")
+        v = app.rate_open(token)
+        n_shown = len([s for s in v.slots if s.visible["visible"]])
+        app.rate_submit(token, v.shown_item, *answers(n_shown), None, "")
+        progress = app.admin_progress(True, "study1")
+        summary, raters = progress.summary, progress.rows
         assert "judgments" in summary and raters[0][1:3] == ["Ann", n]
     regular_rated = raters[0][2] - raters[0][5]  # done minus attention checks done
-    table, res, plot = app.admin_results(True, "study1")
+    res = app.admin_results(True, "study1").results
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
     csv_path = downloaded(app, app.admin_export(True, "study1", "csv"))
@@ -303,8 +302,7 @@ def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_pat
                      "", 2)  # fmt: skip
     (link,) = app.admin_invite(True, "prov", "Grace Hopper", fake_request())
     token = link[1].split("token=")[1]
-    v = view_of(app.rate_open(token))
-    app.rate_submit(token, v["aid"], *answers(2), None, "")
+    app.rate_submit(token, app.rate_open(token).shown_item, *answers(2), None, "")
     exported = downloaded(app, app.admin_export(True, "prov", "csv")).read_text(encoding="utf-8")
     rows = list(csv.DictReader(exported.splitlines()))
     digest = hashlib.sha256(b"weights").hexdigest()[:12]

@@ -60,7 +60,8 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
     out = app.search(
         "the bird flew over the sea at night .", corpus, 3, lambda *a, **k: calls.append(a)
     )
-    tables, overlap, note = out[:4], out[4], out[5]
+    tables, overlap, note = out.tables, out.overlap, out.note
+    assert len(tables) == 4
     assert all(len(t) == 3 and [r[0] for r in t] == [1, 2, 3] for t in tables)
     assert tables[1][0][2] == PASSAGES[2] and tables[1][0][1] == pytest.approx(1.0, abs=1e-5)
     for t in tables:
@@ -73,7 +74,7 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
     seen = app.minilm.seen
     again = app.search("fire and water", corpus, 2, lambda *a, **k: None)
     assert app.minilm.seen == seen + 1  # the corpus came from the cache: only the query
-    assert again[1][0][2] == PASSAGES[3]
+    assert again.tables[1][0][2] == PASSAGES[3]
 
 
 def test_search_without_adapters_marks_them_unavailable(tmp_path):
@@ -82,9 +83,10 @@ def test_search_without_adapters_marks_them_unavailable(tmp_path):
     out = app.search(
         "the cat", upload(tmp_path, "c.txt", "\n".join(PASSAGES)), 2, lambda *a, **k: None
     )
-    assert out[0][0][2].startswith("Unavailable") and out[3][0][2].startswith("Unavailable")
-    assert len(out[1]) == 2 and len(out[2]) == 2
-    assert len(out[4]["value"]) == 2  # overlap between the two systems that ran
+    magnet, minilm, base, llm2vec = out.tables
+    assert magnet[0][2].startswith("Unavailable") and llm2vec[0][2].startswith("Unavailable")
+    assert len(minilm) == 2 and len(base) == 2
+    assert len(out.overlap["value"]) == 2  # overlap between the two systems that ran
 
 
 @pytest.mark.parametrize(

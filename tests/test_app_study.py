@@ -36,11 +36,12 @@ def _items_file(tmp_path: Path, n: int) -> str:
 
 def test_paper_preset_fills_the_form(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    kind, n, systems, questions, raters, gold, span, instructions = app.admin_preset(True)
-    assert (kind, n, raters) == ("sentence", 100, 3)
-    assert systems == ["magnet", "zero-shot", "five-shot"] and questions == ["appropriate"]
-    assert gold > 0 and span == SENTENCE_SPAN_TOKENS >= 48
-    assert "contextually appropriate" in instructions
+    form = app.admin_preset(True)
+    assert (form.item_kind, form.n_items, form.raters_per_item) == ("sentence", 100, 3)
+    assert form.systems == ["magnet", "zero-shot", "five-shot"]
+    assert form.questions == ["appropriate"]
+    assert form.n_gold > 0 and form.max_span_tokens == SENTENCE_SPAN_TOKENS >= 48
+    assert "contextually appropriate" in form.instructions
     assert "contextually appropriate" in studies.PAPER_QUESTION
     with pytest.raises(gr.Error):
         app.admin_preset(False)
