@@ -2,7 +2,8 @@
 
 Tabs: Infill, Continue, Search, Admin (only when MAGNET_ADMIN_PASSWORD is set); raters get a
 page of their own at /rate (rater_page.py), which invite links open. The handlers live in
-handlers.py; this file is layout, wiring and start-up.
+demo.py, admin.py and rater.py, put together as handlers.MagnetApp; this file is layout,
+wiring and start-up.
 """
 
 from __future__ import annotations
@@ -25,18 +26,13 @@ from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.loading import load_model
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
+from magnet_model.systems import TITLES
 
+from .admin import STATUS_CHOICES
+from .demo import BLIND_CHOICES
 from .gpu import has_spaces, server_spec, zero_gpu
-from .handlers import (
-    BLIND_CHOICES,
-    CONTINUE_SYSTEMS,
-    INFILL_SYSTEMS,
-    MARKER,
-    SEARCH_SYSTEMS,
-    STATUS_CHOICES,
-    TITLES,
-    MagnetApp,
-)
+from .handlers import MagnetApp
+from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS
 from .outputs import (
     AdminLogin,
     AdminProgress,
@@ -58,7 +54,7 @@ from .security import (
     RequestGuard,
 )
 from .settings import AppSettings
-from .studies import ITEM_KINDS
+from .studies import INFILL_SYSTEMS, ITEM_KINDS, MARKER
 
 log = logging.getLogger("app")
 

@@ -3,7 +3,7 @@ progress; nothing else.
 
 Invite links open this page, not the demo: no demo tabs, no model or system names, so a rater
 neither has to find a tab nor sees which system wrote what. It is a page of the same Gradio
-app (one queue, the rating concurrency group) and calls the Rate handlers of MagnetApp; the
+app (one queue, the rating concurrency group) and calls the Rate handlers (rater.py); the
 only thing it adds is that a refused submission shows one inline sentence and keeps every
 answer, instead of an error overlay on each field.
 """
@@ -15,8 +15,9 @@ import html
 
 import gradio as gr
 
-from .handlers import MAX_LIKERT, MAX_OUTPUTS, RATER_PATH, MagnetApp
+from .handlers import MagnetApp
 from .outputs import RaterPage, RaterSlot, RaterView, as_values
+from .rater import MAX_LIKERT, MAX_OUTPUTS, RATER_PATH
 
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind the model
 # Old invite links (/?token=...) open the demo page: send them here, keeping the token.

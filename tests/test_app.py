@@ -13,10 +13,11 @@ from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
 from app import render
-from app.handlers import INFILL_SYSTEMS, TITLES
 from app.main import build_demo
 from app.rater_page import RATER_PATH
+from app.studies import INFILL_SYSTEMS
 from magnet_model.engine import END_REASONS
+from magnet_model.systems import TITLES
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 
@@ -131,7 +132,7 @@ def test_voting_with_nothing_picked_says_so_in_a_sentence(app):
 def test_a_prompted_span_cut_at_the_limit_says_which_limit():
     from types import SimpleNamespace as NS
 
-    from app.handlers import _infill_info
+    from app.demo import _infill_info
 
     r = NS(seconds=1.5, spans=[NS(token_ids=[1, 2, 3], end_reason="max", written=12)])
     info = _infill_info(r, 12)
@@ -165,7 +166,7 @@ def test_continue_streams_three_systems_with_live_stats(app, engine):
 
 
 def test_continue_stats_show_repetition():
-    from app.handlers import _stats
+    from app.model_calls import _stats
 
     assert _stats("a b c d a b c d a b c d").startswith("Rep-4 0.56")  # 4 unique of 9 4-grams
     assert "Rep-Sen 0.50" in _stats("It rains. It rains.")
@@ -361,7 +362,7 @@ def test_library_errors_become_one_sentence_for_the_visitor():
     """user_errors: AnnotationError and MagnetError -> gr.Error with the same sentence and no
     traceback; a gr.Error or any other exception passes unchanged."""
     from annotation_db import AnnotationError
-    from app.handlers import user_errors
+    from app.services import user_errors
     from magnet_model.errors import InputError
 
     for error in (AnnotationError("No study named 'x'."), InputError("The text is empty.")):

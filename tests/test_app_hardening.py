@@ -20,9 +20,10 @@ from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
 from annotation_db.schema import Rating, Study
-from app.handlers import MAX_LIKERT, MAX_OUTPUTS, VOTES_PER_WINDOW
 from app.main import build_demo, server_app_kwargs
+from app.rater import MAX_LIKERT, MAX_OUTPUTS
 from app.security import LoginThrottle, PrivateDownloads, RateLimiter
+from app.services import VOTES_PER_WINDOW
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 

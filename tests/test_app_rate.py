@@ -16,7 +16,7 @@ from tiny_models import tiny_engine
 from annotation_db import ItemIn, OutputIn
 from annotation_db.questions import parse_questions
 from app import rater_page
-from app.handlers import MAX_LIKERT, MAX_OUTPUTS
+from app.rater import MAX_LIKERT, MAX_OUTPUTS
 from app.rating_form import missing_answers
 
 

@@ -1,0 +1,395 @@
+"""The Admin tab: login, studies (create, presets, planner, status), invites and links,
+progress, results, exports and backups.
+
+Every handler but the login and the planner needs the admin's login first (_admin); files
+leave the server only through a single-use download link (security.PrivateDownloads).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from annotation_db import AnnotationError, check_study_name, safe_file_stem
+from annotation_db import read_items as read_item_file
+from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
+from annotation_db.report import write_report
+from annotation_db.results import not_enough
+from magnet_model.systems import TITLES
+
+from . import render, studies
+from .model_calls import ModelCalls
+from .outputs import AdminLogin, AdminProgress, AdminResults, StudyForm
+from .rater import RATER_PATH
+from .security import DOWNLOAD_ROUTE
+from .services import PROGRESS, client_of, user_errors
+
+log = logging.getLogger("app")
+
+STATUS_CHOICES = ("open", "closed", "draft")
+
+
+class AdminHandlers(ModelCalls):
+    """What the Admin tab calls (it generates a study's outputs through model_calls)."""
+
+    def admin_login(self, password: str, request: gr.Request | None = None) -> AdminLogin:
+        """-> authorized, panel visibility, message, study list. Compared in constant time,
+        and only when this client (and the app as a whole) is not locked out after wrong
+        passwords; a refusal shows its one message and touches nothing else."""
+        client = client_of(request)
+        wait = self.login_throttle.wait_s(client)
+        if wait > 0:
+            log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
+            msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
+            return AdminLogin(False, gr.update(visible=False), msg, gr.skip())
+        want = self.settings.admin_password
+        given = (password or "").encode("utf-8", "surrogatepass")
+        ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
+        if ok:
+            self.login_throttle.succeeded(client)
+            return AdminLogin(True, gr.update(visible=True), "", self.admin_studies(True))
+        if want:
+            self.login_throttle.failed(client)
+        return AdminLogin(False, gr.update(visible=False), "Wrong password.", gr.skip())
+
+    def _admin(self, authorized: bool) -> None:
+        if not (authorized and self.settings.admin_password):
+            raise gr.Error("Log in as admin first.", print_exception=False)
+
+    def admin_studies(self, authorized: bool) -> gr.update:
+        self._admin(authorized)
+        names = [s.name for s in self.store.list_studies()]
+        return gr.update(choices=names, value=names[-1] if names else None)
+
+    def admin_create(
+        self,
+        authorized: bool,
+        name: str,
+        upload: str | None,
+        n_items: float,
+        systems: list[str],
+        questions: list[str],
+        raters_per_item: float,
+        n_gold: float,
+        instructions: str,
+        max_span: float = 16,
+        item_kind: str = "words",
+        progress=PROGRESS,
+    ) -> tuple:
+        """Items (built-in or uploaded), every system's outputs made ahead, one new study.
+
+        Outputs are stored as they are made: after a restart, the same name resumes the
+        generation with the items and settings it started with (studies.build_study)."""
+        self._admin(authorized)
+        if not (name or "").strip():
+            raise gr.Error("Give the study a name.", print_exception=False)
+        with user_errors():
+            name = check_study_name(name)  # before minutes of generation, not after
+        resuming = name in studies.unfinished(self.store)
+        systems = list(systems or [])
+        if not systems and not resuming:
+            raise gr.Error("Pick at least one system.", print_exception=False)
+        for s in systems:
+            why = self.availability(s)
+            if why:
+                raise gr.Error(
+                    f"{TITLES.get(s, s)} is unavailable: {why.reason}", print_exception=False
+                )
+        if name.strip() in {s.name for s in self.store.list_studies()}:  # before any generation
+            raise gr.Error(
+                f"A study named '{name.strip()}' already exists; pick another name.",
+                print_exception=False,
+            )
+        n_gold = int(n_gold)
+        if n_gold > 0 and len(systems) < 2 and not resuming:
+            raise gr.Error(
+                "Attention checks show an original and a wrong fill side by side, like the "
+                "outputs of two systems: pick at least two systems, or set attention checks to 0.",
+                print_exception=False,
+            )
+        if upload and Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
+            raise gr.Error(
+                f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
+            )
+
+        def make_items() -> tuple:
+            uploaded = read_item_file(upload) if upload else None
+            return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
+
+        progress(0, desc="Generating outputs")
+        with user_errors():
+            info, reused = studies.build_study(
+                self.engine,
+                self.compare_infill,
+                self.store,
+                name,
+                make_items,
+                systems,
+                questions=list(questions or ["appropriate"]),
+                raters_per_item=int(raters_per_item),
+                instructions=instructions or "",
+                max_span_tokens=int(max_span),
+                progress=lambda done, total: progress(
+                    done / max(total, 1), desc=f"Outputs {done}/{total}"
+                ),
+            )
+        msg = (
+            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
+            f"({render.plural(info.n_gold, 'attention check')}), systems "
+            f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
+        )
+        if resuming:
+            msg += f" Resumed: {reused} outputs had been made before the restart."
+        return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
+
+    def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
+        """The paper's protocol in the form (item kind, items, systems, questions, raters,
+        checks, max span, instructions); the study is made when the admin clicks create."""
+        self._admin(authorized)
+        p = studies.PAPER
+        return StudyForm(
+            item_kind=p.item_kind,
+            n_items=p.n_items,
+            systems=list(p.systems),
+            questions=list(p.questions),
+            raters_per_item=p.raters_per_item,
+            n_gold=p.n_gold,
+            max_span_tokens=p.max_span_tokens,
+            instructions=p.instructions,
+        )
+
+    def admin_plan(
+        self,
+        p1: float,
+        p2: float,
+        raters_per_item: float,
+        icc: float = DEFAULT_ICC,
+        n_items: float | None = None,
+    ) -> str:
+        """The sample-size planner's answer for the form's values (Markdown of numbers only),
+        and the power of the number of items the form asks for."""
+        try:
+            k = int(raters_per_item)
+            plan = plan_study(float(p1), float(p2), k, icc=float(icc))
+            line = f"**Planner:** {plan.summary()}"
+            if n_items:
+                pw = power_at(int(n_items), float(p1), float(p2), k, icc=float(icc))
+                line += f" This form's {int(n_items)} items: power {pw:.0%}."
+        except (AnnotationError, TypeError, ValueError) as e:
+            return f"Planner: {e}"
+        return line
+
+    def admin_unfinished(self, authorized: bool) -> str:
+        self._admin(authorized)
+        names = studies.unfinished(self.store)
+        if not names:
+            return ""
+        return (
+            "Stopped while generating (type the same name and click create to resume): "
+            + ", ".join(names)
+        )
+
+    def admin_invite(
+        self, authorized: bool, study: str, names: str, request: gr.Request | None = None
+    ) -> list[list[str]]:
+        """One invite per line of names -> [[name, link]] (the only time tokens are shown)."""
+        self._admin(authorized)
+        people = [n.strip() for n in (names or "").splitlines() if n.strip()]
+        if not study or not people:
+            raise gr.Error("Pick a study and type one rater name per line.", print_exception=False)
+        with user_errors():
+            invites = self.store.invite_many(study, people)
+        return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
+
+    def admin_progress(self, authorized: bool, study: str) -> AdminProgress:
+        self._admin(authorized)
+        with user_errors():
+            p = self.store.progress(study)
+        rows = [
+            [r.rater_id, r.display_name, r.done, r.open, r.remaining, r.gold_done, r.gold_failed]
+            + ["revoked" if r.revoked else "active"]
+            for r in p.raters
+        ]
+        summary = (
+            f"{p.judgments_done} of {p.judgments_needed} judgments ({p.share_done:.0%}); "
+            f"{p.items_complete} of {p.n_items} items complete; status {p.status}."
+        )
+        return AdminProgress(summary, rows)
+
+    def admin_results(self, authorized: bool, study: str) -> AdminResults:
+        """-> a table with n on every row, the results as JSON, a plot of the appropriate
+        share per system with intervals."""
+        self._admin(authorized)
+        with user_errors():
+            res = self.store.results(study)
+        return AdminResults(_results_rows(res), res.to_dict(), _rates_plot(res))
+
+    def admin_status(self, authorized: bool, study: str, status: str) -> str:
+        """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
+        self._admin(authorized)
+        if not study or status not in STATUS_CHOICES:
+            raise gr.Error("Pick a study and a status.", print_exception=False)
+        with user_errors():
+            info = self.store.set_status(study, status)
+        log.info("Study %r set to %s by the admin", info.name, info.status)
+        return f"Study '{info.name}' is now {info.status}."
+
+    def admin_revoke(self, authorized: bool, study: str, rater_id: float | None) -> str:
+        """Make one rater's invite link stop working (their answers so far are kept)."""
+        self._admin(authorized)
+        rater = _rater_id(study, rater_id)
+        with user_errors():
+            r = self.store.revoke(study, rater)
+        log.info("Invite of rater %s (%s) in study %r revoked", r.rater_id, r.display_name, study)
+        return (
+            f"The invite link of rater {r.rater_id} ({r.display_name}) no longer works; "
+            f"their {r.done} answers are kept."
+        )
+
+    def admin_new_link(
+        self,
+        authorized: bool,
+        study: str,
+        rater_id: float | None,
+        request: gr.Request | None = None,
+    ) -> str:
+        """A new invite link for one rater (the old one stops working; answers are kept)."""
+        self._admin(authorized)
+        rater = _rater_id(study, rater_id)
+        with user_errors():
+            inv = self.store.new_link(study, rater)
+        log.info(
+            "New invite link for rater %s (%s) in study %r", inv.rater_id, inv.display_name, study
+        )
+        return (
+            f"New invite link for rater {inv.rater_id} ({inv.display_name}); the old one no longer "
+            f"works, their answers are kept. Shown once: {self._invite_link(inv.token, request)}"
+        )
+
+    def _invite_link(self, token: str, request: gr.Request | None) -> str:
+        """The rater page's address with this token, under the public URL if one is set."""
+        base = self.settings.public_url or _base_url(request)
+        return f"{base}/{RATER_PATH}?token={token}"
+
+    def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
+        """Write the ratings to a private file -> a single-use download link (Markdown)."""
+        self._admin(authorized)
+        ext = {"csv": "csv", "jsonl": "jsonl"}.get(fmt)
+        if not study or ext is None:
+            raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.{ext}")
+        with user_errors():
+            return self._download_link(self.store.export(study, fmt, out))
+
+    def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
+        """The study's self-contained HTML report -> a single-use download link (Markdown)."""
+        self._admin(authorized)
+        if not study:
+            raise gr.Error("Pick a study.", print_exception=False)
+        share = (
+            None
+            if exclude_failing_share is None or exclude_failing_share < 0
+            else float(exclude_failing_share)
+        )
+        out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
+        with user_errors():
+            return self._download_link(
+                write_report(self.store, study, out, exclude_failing_share=share)
+            )
+
+    def admin_backup(self, authorized: bool) -> str:
+        """A consistent copy of the database -> a single-use download link (Markdown)."""
+        self._admin(authorized)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
+        with user_errors():
+            return self._download_link(self.store.backup(out))
+
+    def _download_link(self, path: Path) -> str:
+        ticket = self.downloads.publish(path)
+        minutes = self.downloads.ttl_s / 60
+        return (
+            f"[Download {path.name}]({DOWNLOAD_ROUTE}/{ticket}) — this link works once, "
+            f"within {minutes:.0f} minutes, then the file is deleted from the server."
+        )
+
+
+def _rater_id(study: str, rater_id: float | None) -> int:
+    """The rater id typed in Admin, or one sentence saying what is missing."""
+    ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
+    if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
+        raise gr.Error(
+            "Pick a study and type the rater's id (see Progress).", print_exception=False
+        )
+    return int(rater_id)
+
+
+def _base_url(request: gr.Request | None) -> str:
+    if request is None:
+        return "http://127.0.0.1:7860"
+    headers = dict(getattr(request, "headers", {}) or {})
+    host = headers.get("x-forwarded-host") or headers.get("host") or "127.0.0.1:7860"
+    proto = headers.get("x-forwarded-proto") or "http"
+    return f"{proto}://{host}"
+
+
+def _interval(low, high, note: str | None, fmt: str) -> str:
+    """'[low, high]', or the note that stands where there are too few judgments."""
+    if note or low is None or high is None or low != low:  # NaN: no interval
+        return note or "no interval"
+    return f"[{fmt.format(low)}, {fmt.format(high)}]"
+
+
+def _results_rows(res) -> list[list]:
+    """[what, n, estimate, 95% interval] for every number of a study's results, in words;
+    below the minimum n the interval column says "not enough votes"."""
+    rows: list[list] = []
+    for s in res.systems:
+        title = TITLES.get(s.system, s.system)
+        if s.appropriate is not None:
+            a = s.appropriate
+            iv = _interval(a.low, a.high, None, "{:.0%}") if a.n else "no ratings yet"
+            rows.append([f"{title}: judged appropriate", a.n, f"{a.share:.0%}", iv])
+        for q, m in s.likert.items():
+            iv = _interval(m.low, m.high, not_enough(m.n, res.min_n), "{:.2f}")
+            mean = f"{m.mean:.2f}" if m.n else "–"
+            rows.append([f"{title}: {q.replace('_', ' ')} (mean)", m.n, mean, iv])
+    for p in res.pairwise:
+        a, b = TITLES.get(p.system_a, p.system_a), TITLES.get(p.system_b, p.system_b)
+        iv = _interval(p.low, p.high, p.note, "{:.0%}")
+        rows.append([f"{a} beats {b} (ties count half)", p.n, f"{p.win_rate_a:.0%}", iv])
+    for b in res.bradley_terry:
+        title = TITLES.get(b.system, b.system)
+        iv = _interval(b.low, b.high, b.note, "{:+.2f}")
+        rows.append([f"{title}: Bradley–Terry strength", b.n, f"{b.score:+.2f}", iv])
+    return rows
+
+
+def _rates_plot(res):
+    """Share judged appropriate per system with its interval (matplotlib figure), or None."""
+    rows = [s for s in res.systems if s.appropriate is not None]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    shares = [s.appropriate.share for s in rows]
+    err = [
+        [s.appropriate.share - s.appropriate.low for s in rows],
+        [s.appropriate.high - s.appropriate.share for s in rows],
+    ]
+    names = [f"{TITLES.get(s.system, s.system)}\nn = {s.appropriate.n}" for s in rows]
+    ax.bar(names, shares, yerr=err, capsize=4)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("judged appropriate")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -1,0 +1,290 @@
+"""The demo tabs: Infill (with the blind vote), Continue and Search.
+
+Each handler checks what the visitor typed, runs its comparison through model_calls (one GPU
+call) and returns a named result (outputs.py). Everything a user typed goes to Textbox values,
+or into HTML only escaped (render.filled_html); never into Markdown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import gradio as gr
+
+from annotation_db import OutputIn
+from magnet_model import search
+from magnet_model.engine import END_REASONS
+from magnet_model.systems import TITLES
+
+from . import render, studies
+from .model_calls import ModelCalls
+from .outputs import ContinueView, InfillColumn, InfillView, SearchView
+from .services import (
+    PROGRESS,
+    VOTE_WINDOW_S,
+    VOTES_PER_WINDOW,
+    Unavailable,
+    client_of,
+    session_of,
+    user_errors,
+)
+from .studies import INFILL_SYSTEMS, MARKER
+
+BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
+MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
+BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
+
+
+class DemoHandlers(ModelCalls):
+    """What the buttons of the Infill, Continue and Search tabs call."""
+
+    # ---------------------------------------------------------------- Infill tab
+
+    def infill(
+        self,
+        text: str,
+        sampling: str = "greedy",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: float | None = None,
+        max_span: float = 16,
+        blind: bool = False,
+        request: gr.Request | None = None,
+    ) -> InfillView:
+        """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
+        highlighted text, info), then the blind-vote state, the vote row's visibility and the
+        reveal text."""
+        text = self.check_text(text, "text")
+        if MARKER not in text:
+            raise gr.Error(
+                f"The text has no blank; put {MARKER} where words are missing.",
+                print_exception=False,
+            )
+        max_span = int(max_span)
+        if not 1 <= max_span <= self.settings.max_span_tokens:
+            raise gr.Error(
+                f"The span length must be 1 to {self.settings.max_span_tokens} tokens.",
+                print_exception=False,
+            )
+        decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
+        if decoding["do_sample"] or blind:
+            decoding.update(
+                do_sample=True,
+                temperature=float(temperature),
+                top_p=float(top_p),
+                seed=_seed(seed),
+            )
+        if blind:
+            # A blind comparison is always sampled, not too close to greedy, with a seed nobody
+            # sees: greedy output (or a chosen seed) could be rerun with the names shown.
+            decoding.update(
+                temperature=max(decoding["temperature"], BLIND_MIN_TEMPERATURE),
+                top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
+                seed=None,
+            )
+        viewers = [f"session:{session_of(request)}", f"client:{client_of(request)}"]
+        digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+        if not blind:
+            for key in viewers:
+                seen = self.shown_unblinded.pop(key, set())
+                seen.add(digest)
+                self.shown_unblinded[key] = seen  # most recent last
+            while len(self.shown_unblinded) > 20_000:
+                self.shown_unblinded.popitem(last=False)
+        results = self._infill_all(text, decoding)
+        order = list(range(len(INFILL_SYSTEMS)))
+        state = None
+        if blind:
+            ready = [i for i in order if not isinstance(results[i], Unavailable)]
+            if len(ready) < 2:
+                raise gr.Error("Blind comparison needs at least two systems that can run.")
+            random.SystemRandom().shuffle(ready)  # not predictable from earlier orders
+            order = ready + [i for i in order if i not in ready]
+            state = {
+                "vote_id": uuid.uuid4().hex,
+                "text": text,
+                "seen_unblinded": any(digest in self.shown_unblinded.get(k, ()) for k in viewers),
+                "shown": [
+                    {
+                        "system": INFILL_SYSTEMS[i],
+                        "text": results[i].filled,
+                        "fills": [s.text.strip() for s in results[i].spans],
+                        "decoding": decoding,
+                        "seed": results[i].seed,
+                        "info": _infill_info(results[i], max_span),
+                    }
+                    for i in ready
+                ],
+            }
+        cols: list[InfillColumn] = []
+        for pos, i in enumerate(order):
+            system, r = INFILL_SYSTEMS[i], results[i]
+            if isinstance(r, Unavailable):  # not loaded, or failed on this text
+                cols.append(InfillColumn(f"### {TITLES[system]}", "", r.message))
+                continue
+            title = f"### {chr(65 + pos)}" if blind else f"### {TITLES[system]}"
+            # Blind: time and token counts would point at the slow five-shot system; they are
+            # shown with the names after the vote.
+            info = (
+                "Time and length are shown after the vote." if blind else _infill_info(r, max_span)
+            )
+            cols.append(InfillColumn(title, render.filled_html(r.highlighted()), info))
+        reveal = (
+            "Vote to see which system wrote which output. Blind comparisons are sampled "
+            f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
+            "hidden seed."
+            if blind
+            else ""
+        )
+        return InfillView(cols, state, gr.update(visible=blind), reveal)
+
+    def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
+        """Store a blind vote through annotation_db, then reveal the names -> (reveal, state)."""
+        if not state:
+            raise gr.Error("Fill a text in blind mode first, then vote.", print_exception=False)
+        if choice not in BLIND_CHOICES:
+            raise gr.Error(
+                "Pick an output (A, B or C), a tie or all bad, then vote.", print_exception=False
+            )
+        shown = state["shown"]
+        if choice in "ABC" and "ABC".index(choice) >= len(shown):
+            raise gr.Error(f"There is no output {choice}.", print_exception=False)
+        voters = [f"session:{session_of(request)}", f"client:{client_of(request)}"]
+        wait = self.vote_limiter.wait_s(voters)
+        if wait > 0:
+            raise gr.Error(
+                f"At most {VOTES_PER_WINDOW} votes per {VOTE_WINDOW_S / 60:.0f} minutes; "
+                f"please vote again in {math.ceil(wait)} s.",
+                print_exception=False,
+            )
+        outs = []
+        for o in shown:
+            adapter = "magnet" if o["system"] == "magnet" else "base"
+            model, revision = studies.provenance(self.engine, adapter)
+            outs.append(
+                OutputIn(
+                    state["vote_id"],
+                    o["system"],
+                    o["text"],
+                    o["fills"],
+                    model=model,
+                    adapter_revision=revision,
+                    decoding=o["decoding"],
+                    seed=o["seed"],
+                )
+            )
+        visitor = getattr(request, "session_hash", None) if request else None
+        with user_errors():
+            receipt = self.store.record_blind_vote(
+                state["text"],
+                outs,
+                choice,
+                vote_id=state["vote_id"],
+                visitor=visitor,
+                seen_unblinded=bool(state.get("seen_unblinded")),
+            )
+        if not receipt.duplicate:
+            self.vote_limiter.record(voters)
+        names = "\n".join(
+            f"- {chr(65 + i)} = {TITLES.get(s, s)}: {o.get('info', '')}"
+            for i, (s, o) in enumerate(zip(receipt.systems, shown, strict=True))
+        )
+        picked = TITLES.get(receipt.chosen_system or "", render.choice_label(choice).lower())
+        return f"Thanks, vote stored ({picked}).\n\n{names}", None
+
+    # ---------------------------------------------------------------- Continue tab
+
+    def continue_(
+        self,
+        prompt: str,
+        max_new_tokens: float = 48,
+        sampling: str = "greedy",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: float | None = None,
+    ) -> Iterator[ContinueView]:
+        """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
+        each step a column (text, stats) per system."""
+        prompt = self.check_text(prompt, "prompt")
+        n = int(max_new_tokens)
+        if not 1 <= n <= self.settings.max_new_tokens:
+            raise gr.Error(
+                f"The length must be 1 to {self.settings.max_new_tokens} tokens.",
+                print_exception=False,
+            )
+        kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
+        if kw["do_sample"]:
+            kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
+        yield from self.compare_continue(prompt, kw)
+
+    # ---------------------------------------------------------------- Search tab
+
+    def corpus(self, upload: str | None) -> search.Corpus:
+        """The uploaded corpus if any, else the built-in held-out Wikipedia text."""
+        if not upload:
+            return _default_corpus()
+        path = Path(upload)
+        limit = self.settings.max_upload_mb * 1024 * 1024
+        if path.stat().st_size > limit:
+            raise gr.Error(
+                f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
+            )
+        with user_errors():
+            return search.parse_corpus(
+                path.name, path.read_bytes(), self.settings.max_passages, limit
+            )
+
+    def search(
+        self, query: str, upload: str | None = None, k: float = 5, progress=PROGRESS
+    ) -> SearchView:
+        """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
+        query = self.check_text(query, "query")
+        corpus = self.corpus(upload)
+        k = max(1, min(int(k), 20, len(corpus)))
+        return self.compare_search(query, corpus, k, progress)
+
+
+_DEFAULT_CORPUS: list[search.Corpus] = []
+
+
+def _default_corpus() -> search.Corpus:
+    if not _DEFAULT_CORPUS:
+        _DEFAULT_CORPUS.append(search.default_corpus())
+    return _DEFAULT_CORPUS[0]
+
+
+def _seed(seed: float | str | None) -> int | None:
+    """A seed from the page or the API: None (or negative) for a random one, else 0..MAX_SEED."""
+    if seed in (None, ""):
+        return None
+    try:
+        value = float(seed)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value != int(value) or value > MAX_SEED:
+        raise gr.Error(
+            f"The seed must be a whole number from 0 to {MAX_SEED}, or -1 for a random one.",
+            print_exception=False,
+        )
+    return None if value < 0 else int(value)
+
+
+def _infill_info(r, max_span: int) -> str:
+    """Per blank: the tokens kept, why the span ended (in words), tokens written and dropped
+    where the system copied context; then when the system was done in the shared batch."""
+    parts = []
+    for k, span in enumerate(r.spans, start=1):
+        n = len(span.token_ids)
+        why = END_REASONS.get(span.end_reason, span.end_reason)
+        if span.end_reason == "max":
+            why = f"{why} ({render.plural(max_span, 'token')})"
+        kept = render.plural(n, "token")
+        if span.written is not None and span.written != n:
+            kept = f"{kept} kept of {span.written} written"
+        parts.append(("" if len(r.spans) == 1 else f"blank {k}: ") + f"{kept}, {why}")
+    return "; ".join(parts) + f" · done after {r.seconds:.2f} s"

@@ -1,0 +1,182 @@
+"""The model work of each comparison, one GPU call each (see gpu.py), and the search encoders.
+
+On ZeroGPU these run in a forked worker: they return picklable values and raise gr.Error
+(which spaces passes on as it is; any other exception would reach the visitor as a bare
+"ZeroGPU worker error"). The demo tabs and the admin's study generation call them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import gradio as gr
+
+from magnet_model import search
+from magnet_model.engine import InfillResult
+from magnet_model.errors import MagnetError
+from magnet_model.metrics import repetition_stats
+from magnet_model.systems import TITLES
+
+from . import render
+from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
+from .outputs import ContinueColumn, ContinueView, SearchView
+from .services import Services, Unavailable, as_gr_error, user_errors
+from .studies import INFILL_SYSTEMS, MARKER
+
+CONTINUE_SYSTEMS = ("magnet", "base", "llm2vec")
+SEARCH_SYSTEMS = ("magnet", "minilm", "base", "llm2vec")
+
+
+@dataclass  # no fields of its own: the decorator makes __init__ call __post_init__
+class ModelCalls(Services):
+    """Each comparison's model work as one method, wrapped into one GPU call in
+    __post_init__."""
+
+    def __post_init__(self) -> None:
+        """The model work of each comparison as one GPU call (see gpu.py), asking for a
+        duration that fits it; bound methods, so only texts and plain values are pickled."""
+        self.compare_infill = gpu(
+            self._compare_infill,
+            lambda text, systems, decoding: infill_seconds(
+                text.count(MARKER), decoding["max_span_tokens"]
+            ),
+        )
+        self.compare_continue = gpu(
+            self._compare_continue, lambda prompt, kw: continue_seconds(kw["max_new_tokens"])
+        )
+        self.compare_search = gpu(
+            self._compare_search,
+            lambda query, corpus, k, progress=None: search_seconds(self._to_embed(corpus)),
+        )
+
+    def encoder(self, system: str) -> search.Encoder:
+        if system == "minilm":
+            if self.minilm is None:
+                self.minilm = search.MiniLMEncoder()
+            return self.minilm
+        return search.EngineEncoder(self.engine, system)
+
+    def _to_embed(self, corpus: search.Corpus) -> int:
+        """Passages the search of `corpus` has to embed: those of every encoder that can run
+        and has no cached vectors for it yet."""
+        todo = 0
+        for system in SEARCH_SYSTEMS:
+            if self.availability(system):
+                continue
+            try:
+                cached = search.cache_path(self.cache_dir, self.encoder(system), corpus).is_file()
+            except MagnetError:
+                cached = False  # the search itself reports why this encoder cannot run
+            todo += 0 if cached else len(corpus)
+        return todo
+
+    def _on_device(self) -> None:
+        if self.cuda_inside_calls:
+            self.engine.to_cuda_if_visible()
+
+    def _infill_all(self, text: str, decoding: dict) -> list[InfillResult | Unavailable]:
+        """All three infills of one comparison, run as one batch by the engine (one GPU
+        call); Unavailable for a system that is not loaded or failed."""
+        ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
+        out = self.compare_infill(text, ready, decoding) if ready else []
+        done = dict(zip(ready, out, strict=True))
+        errors = [r for r in out if isinstance(r, MagnetError)]
+        if errors and len(errors) == len(out):
+            raise as_gr_error(errors[0]) from None
+        results: list[InfillResult | Unavailable] = []
+        for system in INFILL_SYSTEMS:
+            r = done.get(system)
+            if r is None:
+                results.append(self.availability(system))
+            elif isinstance(r, MagnetError):
+                results.append(Unavailable(system, str(r)))
+            else:
+                results.append(r)
+        return results
+
+    def _compare_infill(self, text: str, systems: list[str], decoding: dict) -> list:
+        """engine.compare_infill of the systems on one text: per system an InfillResult or
+        the MagnetError that stopped it; an error of the input itself as gr.Error."""
+        self._on_device()
+        with user_errors():  # the input itself is bad: say so once
+            return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
+
+    def _compare_continue(self, prompt: str, kw: dict) -> Iterator[ContinueView]:
+        """The three continuations grow side by side: rows of one batch, one token each per
+        step. Yields a column (text, stats) per system."""
+        self._on_device()
+        texts = {system: "" for system in CONTINUE_SYSTEMS}
+        stats = {system: _stats("") for system in CONTINUE_SYSTEMS}
+        running = []
+        for system in CONTINUE_SYSTEMS:
+            why = self.availability(system)
+            if why:
+                stats[system] = why.message
+            else:
+                running.append(system)
+        adapters = [None if system == "base" else system for system in running]
+        with user_errors():
+            steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
+        start = time.perf_counter()
+        done: set[str] = set()
+        try:
+            for step in steps:
+                for system, (text, reason) in zip(running, step, strict=True):
+                    if system in done:
+                        continue
+                    texts[system] = text
+                    stats[system] = _stats(text)
+                    if reason is not None:
+                        done.add(system)
+                        stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+                yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
+        except MagnetError as e:
+            for system in running:
+                if system not in done:
+                    stats[system] = f"Stopped: {e}"
+            yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
+
+    def _compare_search(
+        self, query: str, corpus: search.Corpus, k: int, progress=None
+    ) -> SearchView:
+        """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
+        self._on_device()
+        hits: dict[str, list[search.Hit]] = {}
+        tables, notes = [], []
+        for n, system in enumerate(SEARCH_SYSTEMS):
+            why = self.availability(system)
+            if why:
+                tables.append([[None, None, why.message]])
+                continue
+            t0 = time.perf_counter()
+
+            def report(done: int, total: int, n: int = n, system: str = system) -> None:
+                if progress is not None:
+                    progress(
+                        (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
+                        desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
+                    )
+
+            with user_errors():
+                enc = self.encoder(system)
+                vecs = search.corpus_index(enc, corpus, self.cache_dir, report)
+                found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            hits[system] = found
+            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
+            notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
+        names = list(hits)
+        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
+        passages = render.plural(len(corpus), "passage")
+        note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
+        headers = ["system", *[TITLES[b] for b in names]]
+        return SearchView(tables, gr.update(value=overlap, headers=headers), note)
+
+
+def _stats(text: str) -> str:
+    s = repetition_stats(text)
+    return (
+        f"Rep-4 {s.rep_4:.2f} · Rep-Sen {s.rep_sen:.2f} · "
+        f"distinct-1 {s.distinct_1:.2f} · distinct-2 {s.distinct_2:.2f} · {len(text.split())} words"
+    )

@@ -1,0 +1,137 @@
+"""What every handler shares: the services of one process (the engine, the annotation store,
+the search encoders, the limits), the checks of what a user typed, and the one mapping of the
+libraries' errors to what a visitor sees.
+
+Services is the state that the per-area handler classes (model_calls, demo, rater, admin)
+build on; handlers.MagnetApp puts them together. A system without a result is Unavailable,
+never mixed up with a result. Errors of the two libraries become gr.Error with their
+one-sentence message (user_errors); no traceback reaches a visitor.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from annotation_db import AnnotationError, AnnotationStore
+from magnet_model import search
+from magnet_model.engine import Engine
+from magnet_model.errors import MagnetError, ModelLoadError
+
+from .security import LoginThrottle, PrivateDownloads, RateLimiter
+from .settings import AppSettings
+
+VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
+PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A system that has no result in a comparison, and why: its adapter is not loaded, or it
+    failed on this input. Shown in the system's place, never mixed up with a result."""
+
+    system: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"Unavailable: {self.reason}"
+
+
+def as_gr_error(e: Exception) -> gr.Error:
+    return gr.Error(str(e), print_exception=False)
+
+
+@contextmanager
+def user_errors():
+    """The one mapping of the two libraries' errors (AnnotationError, MagnetError) raised in
+    the block to a gr.Error with their one-sentence message and no traceback; also usable as
+    a decorator. A gr.Error raised in the block passes as it is."""
+    try:
+        yield
+    except (AnnotationError, MagnetError) as e:
+        raise as_gr_error(e) from None
+
+
+@dataclass
+class Services:
+    """The services of one process and the checks every handler uses."""
+
+    engine: Engine
+    store: AnnotationStore
+    settings: AppSettings = field(default_factory=AppSettings)
+    cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
+    # adapters that did not load -> why (main.load_engine)
+    unavailable: dict[str, ModelLoadError] = field(default_factory=dict)
+    minilm: search.Encoder | None = None
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    vote_limiter: RateLimiter = field(
+        default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
+    )
+    downloads: PrivateDownloads = field(default_factory=PrivateDownloads)
+    # per browser session and per client address: digests of the texts seen filled with the
+    # system names shown (a blind vote on one of them is flagged)
+    shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+    cuda_inside_calls: bool = False  # ZeroGPU: the model moves to the GPU inside each call
+
+    def availability(self, system: str) -> Unavailable | None:
+        """None when the system can run, else why it cannot (shown in its column)."""
+        adapter = system if system not in ("base", "zero-shot", "five-shot", "minilm") else None
+        if adapter is None or adapter in self.engine.adapter_names:
+            return None
+        if adapter in self.unavailable:
+            return Unavailable(system, str(self.unavailable[adapter]))
+        return Unavailable(
+            system,
+            f"the '{adapter}' adapter is not loaded (train it into adapters/{adapter}, "
+            f"or set MAGNET_ADAPTERS={adapter}=PATH).",
+        )
+
+    def check_text(self, text: str | None, what: str) -> str:
+        """Empty or over-long input -> a readable gr.Error; else the text."""
+        text = text or ""
+        if not text.strip():
+            raise gr.Error(f"The {what} is empty.", print_exception=False)
+        check_encodable(text, f"The {what}")
+        limit = self.settings.max_input_tokens
+        if len(text) > self.settings.max_input_chars:
+            msg = (
+                f"The {what} is {len(text):,} characters long; at most {limit} tokens (about "
+                f"{self.settings.max_input_chars:,} characters) fit. Nothing was cut: shorten it "
+                "and try again."
+            )
+            raise gr.Error(msg, print_exception=False)
+        n = len(self.engine.tokenizer(text, add_special_tokens=False).input_ids)
+        if n > limit:
+            raise gr.Error(
+                f"The {what} is {n} tokens long; at most {limit} tokens.", print_exception=False
+            )
+        return text
+
+
+def check_encodable(text: str, what: str) -> None:
+    """A lone surrogate (a broken copy-paste, a crafted API call) cannot be encoded; say so."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise gr.Error(
+            f"{what} contains a character that is not valid text (a lone surrogate at position "
+            f"{e.start + 1}); remove it and try again.",
+            print_exception=False,
+        ) from None
+
+
+def session_of(request: gr.Request | None) -> str:
+    """The browser session's id as Gradio gave it ("anonymous" without one)."""
+    return str(getattr(request, "session_hash", None) or "anonymous")
+
+
+def client_of(request: gr.Request | None) -> str:
+    """The client's address as the server saw it (behind a proxy: the proxy's)."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", None) or "unknown")
