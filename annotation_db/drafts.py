@@ -118,7 +118,7 @@ def start_draft(
         s.flush()
         return _draft(s, row, resumed=False)
 
-    return store._write(fn, integrity_retries=1)
+    return store.write(fn, integrity_retries=1)
 
 
 def get_draft(store: AnnotationStore, name: str) -> Draft:
@@ -158,7 +158,7 @@ def save_output(store: AnnotationStore, name: str, output: OutputIn) -> None:
                 )
             )
 
-    store._write(fn, integrity_retries=1)
+    store.write(fn, integrity_retries=1)
 
 
 def finish_draft(
@@ -190,7 +190,7 @@ def discard_draft(store: AnnotationStore, name: str) -> None:
         s.execute(delete(DraftOutput).where(DraftOutput.draft_id == row.id))
         s.delete(row)
 
-    store._write(fn)
+    store.write(fn)
 
 
 _STUDY_KEYS = ("questions", "instructions", "raters_per_item", "status", "comment_max_chars")

@@ -128,9 +128,10 @@ class AnnotationStore:
     def is_sqlite(self) -> bool:
         return is_sqlite(self.db.engine)
 
-    def _write(self, fn: Callable[[Session], T], *, integrity_retries: int = 0) -> T:
-        """One write transaction. ``fn`` must re-check state, so that after losing a race on a
-        unique constraint it can be rerun and find the winner's row (idempotent operations)."""
+    def write(self, fn: Callable[[Session], T], *, integrity_retries: int = 0) -> T:
+        """One write transaction, for the store and the modules built on it (drafts). ``fn``
+        must re-check state, so that after losing a race on a unique constraint it can be rerun
+        and find the winner's row (idempotent operations)."""
         attempt = 0
         while True:
             try:
@@ -186,7 +187,7 @@ class AnnotationStore:
             return study_info(s, study)
 
         try:
-            return self._write(fn)
+            return self.write(fn)
         except IntegrityError as e:  # lost a race on the study name
             raise DuplicateError(f"a study named {name!r} already exists") from e
 
@@ -208,7 +209,7 @@ class AnnotationStore:
             s.flush()
             return study_info(s, study)
 
-        return self._write(fn)
+        return self.write(fn)
 
     def revoke(self, study: str, rater_id: int) -> RaterStatus:
         """Make a rater's invite token stop working, at once and for good.
@@ -236,7 +237,7 @@ class AnnotationStore:
             s.flush()
             return next(r for r in study_progress(s, st).raters if r.rater_id == rater.id)
 
-        return self._write(fn)
+        return self.write(fn)
 
     def new_link(self, study: str, rater_id: int) -> Invite:
         """A new invite token for an existing rater (a lost or leaked link): the old token
@@ -254,7 +255,7 @@ class AnnotationStore:
             s.flush()
             return Invite(rater.id, rater.display_name, token)
 
-        return self._write(fn)
+        return self.write(fn)
 
     def invite(self, study: str, display_name: str) -> Invite:
         """Create a rater and return their invite token (shown once; only its hash is kept)."""
@@ -279,7 +280,7 @@ class AnnotationStore:
             s.flush()
             return [Invite(r.id, r.display_name, t) for r, t in zip(raters, tokens, strict=True)]
 
-        return self._write(fn)
+        return self.write(fn)
 
     def items(self, study: str) -> tuple[list[ItemIn], list[OutputIn]]:
         """The study's items and outputs as given at creation (for re-export or a copy)."""
@@ -339,7 +340,7 @@ class AnnotationStore:
                 a.shown_at = utcnow()
             return rater_item(s, a, study)
 
-        return self._write(fn, integrity_retries=3)
+        return self.write(fn, integrity_retries=3)
 
     def rater_item(self, token: str, assignment_id: int) -> RaterItem:
         """One of this rater's items by its ``assignment_id``, answered or not, as it was shown
@@ -461,7 +462,7 @@ class AnnotationStore:
             s.flush()
             return _receipt(s, a, rater, duplicate=False)
 
-        return self._write(fn, integrity_retries=3)
+        return self.write(fn, integrity_retries=3)
 
     # ------------------------------------------------------------------ admin: progress
 
@@ -585,7 +586,7 @@ class AnnotationStore:
                 )
             return VoteReceipt(vote_id, systems, choice, chosen, duplicate=False)
 
-        return self._write(fn, integrity_retries=3)
+        return self.write(fn, integrity_retries=3)
 
     # ------------------------------------------------------------------ results, export, backup
 
