@@ -42,6 +42,7 @@ from .loading import LoadedModel, hub_kwargs, is_hub_id, load_model
 from .masks import additive, allowed_mask
 from .objectives import POOLINGS
 from .settings import ModelSpec
+from .static_decode import StaticDecoder
 from .tokens import TokenRoles, choose_token_roles
 
 BASE = "base"
@@ -97,6 +98,10 @@ class EngineConfig:
     # a span stops where its text runs into the right context (reason "joined"); off: only
     # <span_end> or the length limit end it (to measure what the model does on its own)
     stop_at_right_context: bool = True
+    # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
+    # CUDA graphs; on a CPU: static); None: MAGNET_DECODE (settings), else "auto". See
+    # static_decode.py.
+    decode: str | None = None
 
 
 @dataclass
@@ -366,6 +371,8 @@ class Engine:
         self._row_loras: dict[tuple, _RowLora | None] = {}  # stacked LoRA for mixed batches
         cap = getattr(self._lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
+        decode = self.config.decode or loaded.spec.decode
+        self.decoder = StaticDecoder(self._lm.config, decode, self._lock)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec | None = None, config: EngineConfig | None = None) -> Engine:
@@ -455,6 +462,7 @@ class Engine:
                 self.model.to(device)
                 self._prefixes.clear()
                 self._row_loras.clear()
+                self.decoder.clear()
                 self.loaded.device = self.device
         return self.device
 
@@ -760,6 +768,11 @@ class Engine:
         pad_rows = self.config.pad_rows
         if pad_rows is None:
             pad_rows = 4 if self.device.type == "cpu" else 0
+        if self.decoder.path(self.device) != "eager":  # static cache (and CUDA graphs)
+            run = self.decoder.run_lanes
+            return run(
+                lanes, self._forward_rows, self._logits, pad, self.dtype, self.device, pad_rows
+            )
         return run_lanes(
             lanes,
             self._forward_rows,
@@ -1303,6 +1316,9 @@ class _RowLora:
     def __init__(self, layers: list[tuple], names: tuple[str, ...]):
         self.layers = layers  # (module, names present, stacked A (R, in), stacked B^T (R, out))
         self.names = names
+        # row masks per (adapters of the rows, dtype, device), kept: a CUDA graph captured
+        # with them reads them at every replay (static_decode)
+        self._masks: dict[tuple, dict[tuple, torch.Tensor]] = {}
 
     @classmethod
     def build(cls, peft_model, names: tuple[str, ...]) -> _RowLora | None:
@@ -1328,7 +1344,7 @@ class _RowLora:
     @contextlib.contextmanager
     def patched(self, adapters: list[str], dtype, device):
         """While open, the LoRA layers add the stacked LoRA of each row's adapter."""
-        masks: dict[tuple, torch.Tensor] = {}
+        masks = self._masks.setdefault((tuple(adapters), dtype, device), {})
         for module, present, a, b in self.layers:
             if present not in masks:
                 cols = [

@@ -12,6 +12,8 @@ override them. Defaults work offline on a fresh machine: the embedded SmolLM2 on
                        (default: $XDG_CACHE_HOME/magnet or ~/.cache/magnet)
     MAGNET_THREADS     torch CPU threads (default: torch's own choice); 1 is faster on a
                        machine whose cores are busy with other work
+    MAGNET_DECODE      auto (default: CUDA graphs on CUDA, eager on a CPU), eager, static
+                       (static KV cache), graph (static cache + CUDA graphs; static on a CPU)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EMBEDDED = "embedded"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+DECODES = ("auto", "eager", "static", "graph")  # magnet_model.static_decode.MODES
 
 
 def default_cache_dir() -> Path:
@@ -87,6 +90,7 @@ class ModelSpec:
     dtype: str = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
     threads: int | None = None
+    decode: str = "auto"
 
     @classmethod
     def from_env(cls) -> ModelSpec:
@@ -99,6 +103,7 @@ class ModelSpec:
             dtype=env.get("MAGNET_DTYPE", "auto").strip() or "auto",
             cache_dir=default_cache_dir(),
             threads=_threads(env.get("MAGNET_THREADS", "")),
+            decode=env.get("MAGNET_DECODE", "auto").strip() or "auto",
         )
         if adapters_env is None and spec.base == EMBEDDED:
             spec.adapters = shipped_adapters()
@@ -119,6 +124,8 @@ class ModelSpec:
             spec.device = args.device
         if getattr(args, "dtype", None):
             spec.dtype = args.dtype
+        if getattr(args, "decode", None):
+            spec.decode = args.decode
         if getattr(args, "cache_dir", None):
             spec.cache_dir = Path(args.cache_dir).expanduser()
         spec.validate()
@@ -127,6 +134,8 @@ class ModelSpec:
     def validate(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
+        if self.decode not in DECODES:
+            raise ConfigError(f"decode must be one of {', '.join(DECODES)}, not {self.decode!r}.")
         dev = self.device
         if not (dev in ("auto", "cpu", "mps") or dev == "cuda" or dev.startswith("cuda:")):
             raise ConfigError(f"device must be auto, cpu, cuda, cuda:N or mps, not {dev!r}.")
@@ -145,4 +154,5 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
     g.add_argument("--dtype", choices=DTYPES)
+    g.add_argument("--decode", choices=DECODES, help="decoding path (MAGNET_DECODE)")
     g.add_argument("--cache-dir", help="cache for de-quantized weights and embeddings")
