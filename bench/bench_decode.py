@@ -10,6 +10,12 @@ reference that re-encodes everything (issue 7, items 1 and 2).
    the bandwidth measured in this run (bench.common.copy_bandwidth, STREAM's Copy convention).
 2. The same infill with the reference path (the whole layout re-encoded for every new token):
    speed-up of the cached path, and whether both produce identical tokens.
+3. The decode paths (issue 14; magnet_model/static_decode.py): the same continuation (base) and
+   infill span (MAGNET adapter) with decode=eager, static (static KV cache) and, on CUDA,
+   graph (static cache + CUDA graphs), runs of the paths alternating so a busy machine slows
+   them alike: tokens/s against the bandwidth bound, the speed-up over eager measured in the
+   same run, and whether the tokens are identical. On a CPU "graph" is the static path (CUDA
+   graphs need CUDA), so it is not a row there.
 
 Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
 """
@@ -24,6 +30,7 @@ from common import Row, copy_bandwidth, timed, write_report
 from magnet_model.data import wikipedia_paragraphs
 from magnet_model.engine import Engine
 from magnet_model.settings import ModelSpec
+from magnet_model.static_decode import resolve_mode
 
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
@@ -58,6 +65,12 @@ def gemv_bandwidth(mbytes: int = 256, repeat: int = 5) -> float:
     w = torch.randn(mbytes * 2**20 // 4 // cols, cols)
     x = torch.randn(1, cols)
     return w.nbytes / timed(lambda: torch.nn.functional.linear(x, w), repeat=repeat)
+
+
+def _tokens(result) -> list:
+    """A continuation's tokens, or an infill's tokens per span."""
+    spans = getattr(result, "spans", None)
+    return result.token_ids if spans is None else [s.token_ids for s in spans]
 
 
 def infill_context(n_words: int = 190) -> str:
@@ -170,6 +183,65 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         extra["cached_equals_reference"] = same
+    paths = ["eager", "static"] + (
+        ["graph"] if resolve_mode("graph", engine.device) == "graph" else []
+    )
+    mode = engine.decoder.mode
+    best: dict[tuple, object] = {}
+    for _ in range(max(repeat, 2)):  # alternating: neighbours' load falls on every path
+        for path in paths:
+            engine.decoder.mode = path
+            for what, call in [
+                ("continuation", lambda: engine.generate(prompt, max_new_tokens=new_tokens)),
+                ("infill", lambda: engine.infill(text, adapter="magnet", fixed_lengths=span)),
+            ]:
+                if what == "infill" and "magnet" not in engine.adapter_names:
+                    continue
+                out = call()
+                if (what, path) not in best or (
+                    out.tokens_per_second > best[what, path].tokens_per_second
+                ):
+                    best[what, path] = out
+    engine.decoder.mode = mode
+    for what, label, adapter in [("continuation", "base", None), ("infill", "magnet", "magnet")]:
+        if (what, "eager") not in best:
+            continue
+        eager = best[what, "eager"]
+        if what == "continuation":
+            ctx, detail = eager.prompt_tokens + new_tokens // 2, f"{new_tokens} tokens"
+        else:
+            ctx = eager.context_tokens + span // 2
+            detail = f"{span}-token span, {eager.context_tokens}-token context"
+        bound = bandwidth / bytes_per_token(engine, adapter, ctx)
+        for path in paths:
+            r = best[what, path]
+            rows.append(
+                Row(
+                    f"{what} tokens/s, {label}, decode={path}",
+                    r.tokens_per_second,
+                    "tok/s",
+                    bound,
+                    "bandwidth bound",
+                    "",
+                    detail,
+                )
+            )
+            if path == "eager":
+                continue
+            same = _tokens(r) == _tokens(eager)
+            rows.append(
+                Row(
+                    f"{what} speed-up of decode={path} over eager, {label}",
+                    r.tokens_per_second,
+                    "tok/s",
+                    eager.tokens_per_second,
+                    "eager, same run",
+                    ">= 10" if path == "graph" else "",
+                    f"identical tokens: {'yes' if same else 'NO'}",
+                )
+            )
+            extra[f"{what}_{path}_equals_eager"] = same
+    extra["decode_paths"] = paths
     name = args.out or ("decode-quick" if args.quick else "decode")
     write_report(name, rows, extra, engine.device, engine.dtype)
     return 0
