@@ -178,7 +178,6 @@ class StaticDecoder:
         c = slot.cache
         bigger = self._acquire(c.rows, max(need, 2 * c.length), slot.dtype, slot.device)
         bigger.cache.copy_from(c, width)
-        self._release(slot)
         self.stats["grown"] += 1
         return bigger
 
@@ -215,29 +214,33 @@ class StaticDecoder:
             return
         width = max((len(lane.prefix) for lane in live if lane.prefix), default=0)
         first = max(len(feeds[id(lane)].ids) for lane in live)
-        slot = self._acquire(len(live), width + first, dtype, device)
+        held = [self._acquire(len(live), width + first, dtype, device)]  # this run's slot
         self.stats["runs"] += 1
         try:
             with torch.inference_mode():
-                _load_prefixes(slot.cache, live, width)
+                _load_prefixes(held[0].cache, live, width)
             while any(not lane.done and not lane.filler for lane in live):
                 with torch.inference_mode():
-                    slot, width = self._step(
-                        slot, live, feeds, width, forward, head, pad_id, dtype, pad_rows, graphs
+                    width = self._step(
+                        held, live, feeds, width, forward, head, pad_id, dtype, pad_rows, graphs
                     )
                 yield lanes
         finally:
-            self._release(slot)
+            self._release(held[0])
 
-    def _step(self, slot, live, feeds, width, forward, head, pad_id, dtype, pad_rows, graphs):
-        """One forward for all rows (finished lanes' rows feed padding); returns slot, width."""
+    def _step(self, held, live, feeds, width, forward, head, pad_id, dtype, pad_rows, graphs):
+        """One forward for all rows (finished lanes' rows feed padding); returns the new width.
+        held: [the run's slot], replaced by a longer one (the old one freed) when it is full."""
         active = [r for r, lane in enumerate(live) if not lane.done]
         q = max(len(feeds[id(live[r])].ids) for r in active)
         graphed = graphs and q <= MAX_GRAPH_QUERIES
         if graphed:
             q = _bucket(q)
+        slot = held[0]
         if width + q > slot.cache.length:
-            slot = self._grow(slot, width, width + q)
+            held[0] = self._grow(slot, width, width + q)
+            self._release(slot)  # only now: the run never releases a slot twice
+            slot = held[0]
         b, length = len(live), slot.cache.length
         ids = torch.full((b, q), pad_id, dtype=torch.long)
         pos = torch.zeros((b, q), dtype=torch.long)
@@ -275,7 +278,7 @@ class StaticDecoder:
             n = len(feeds[id(lane)].want)
             _advance(lane, feeds, logits[at : at + n] if n else None)
             at += n
-        return slot, width + q
+        return width + q
 
     def _eager_forward(self, slot, forward, ids, pos, mask, columns, adapters):
         device = slot.device

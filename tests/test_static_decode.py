@@ -71,6 +71,8 @@ def test_greedy_continuation_is_identical_and_outgrows_its_bucket(engine, adapte
     )
     assert a.token_ids == b.token_ids and len(a.token_ids) == 40
     assert stats["grown"] >= 2  # 16 -> 32 -> 64 columns, the cache copied each time
+    free = engine.decoder._free  # the run gave back each slot it held exactly once
+    assert free and len({id(slot) for slot in free}) == len(free)
 
 
 def test_sampled_outputs_with_a_seed_are_identical(engine):
