@@ -99,8 +99,8 @@ class EngineConfig:
     # <span_end> or the length limit end it (to measure what the model does on its own)
     stop_at_right_context: bool = True
     # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
-    # CUDA graphs; on a CPU: static); None: MAGNET_DECODE (settings), else "auto". See
-    # static_decode.py.
+    # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
+    # default "auto"). See static_decode.py.
     decode: str | None = None
 
 
