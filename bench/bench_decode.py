@@ -85,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short outputs, one repeat")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best is kept)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch)")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time the static cache with the model's forward under torch.compile (slow to "
+        "compile; an experiment, not an engine mode)",
+    )
     parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
     args = parser.parse_args(argv)
     import torch
@@ -187,10 +193,23 @@ def main(argv: list[str] | None = None) -> int:
         ["graph"] if resolve_mode("graph", engine.device) == "graph" else []
     )
     mode = engine.decoder.mode
+    inner, plain_forward = engine._inner, engine._inner.forward
+    compiled = None
+    if args.compile:  # the decoder's forward compiled by inductor, timed on its first call
+        paths.append("static+compile")
+        compiled = torch.compile(plain_forward, dynamic=False)
+        engine.decoder.mode, inner.forward = "static", compiled
+        t = time.perf_counter()
+        engine.generate(prompt, max_new_tokens=new_tokens)
+        engine.infill(text, adapter="magnet", fixed_lengths=span)
+        compile_s = time.perf_counter() - t
+        rows.append(Row("torch.compile: compiling (first calls)", compile_s, "s", note="inductor"))
+        inner.forward = plain_forward
     best: dict[tuple, object] = {}
     for _ in range(max(repeat, 2)):  # alternating: neighbours' load falls on every path
         for path in paths:
-            engine.decoder.mode = path
+            engine.decoder.mode = path.split("+")[0]
+            inner.forward = compiled if path == "static+compile" else plain_forward
             for what, call in [
                 ("continuation", lambda: engine.generate(prompt, max_new_tokens=new_tokens)),
                 ("infill", lambda: engine.infill(text, adapter="magnet", fixed_lengths=span)),
@@ -202,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     out.tokens_per_second > best[what, path].tokens_per_second
                 ):
                     best[what, path] = out
-    engine.decoder.mode = mode
+    engine.decoder.mode, inner.forward = mode, plain_forward
     for what, label, adapter in [("continuation", "base", None), ("infill", "magnet", "magnet")]:
         if (what, "eager") not in best:
             continue
