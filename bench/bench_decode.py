@@ -10,6 +10,12 @@ reference that re-encodes everything (issue 7, items 1 and 2).
    the bandwidth measured in this run (bench.common.copy_bandwidth, STREAM's Copy convention).
 2. The same infill with the reference path (the whole layout re-encoded for every new token):
    speed-up of the cached path, and whether both produce identical tokens.
+3. The decode paths (issue 14; magnet_model/static_decode.py): the same continuation (base) and
+   infill span (MAGNET adapter) with decode=eager, static (static KV cache) and, on CUDA,
+   graph (static cache + CUDA graphs), runs of the paths alternating so a busy machine slows
+   them alike: tokens/s against the bandwidth bound, the speed-up over eager measured in the
+   same run, and whether the tokens are identical. On a CPU "graph" is the static path (CUDA
+   graphs need CUDA), so it is not a row there.
 
 Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
 """
@@ -24,6 +30,7 @@ from common import Row, copy_bandwidth, timed, write_report
 from magnet_model.data import wikipedia_paragraphs
 from magnet_model.engine import Engine
 from magnet_model.settings import ModelSpec
+from magnet_model.static_decode import resolve_mode
 
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
@@ -60,6 +67,12 @@ def gemv_bandwidth(mbytes: int = 256, repeat: int = 5) -> float:
     return w.nbytes / timed(lambda: torch.nn.functional.linear(x, w), repeat=repeat)
 
 
+def _tokens(result) -> list:
+    """A continuation's tokens, or an infill's tokens per span."""
+    spans = getattr(result, "spans", None)
+    return result.token_ids if spans is None else [s.token_ids for s in spans]
+
+
 def infill_context(n_words: int = 190) -> str:
     """About 256 tokens of held-out Wikipedia with one blank in the middle."""
     words = " ".join(wikipedia_paragraphs("heldout")[:4]).split()[:n_words]
@@ -72,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short outputs, one repeat")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best is kept)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch)")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time the static cache with the model's forward under torch.compile (slow to "
+        "compile; an experiment, not an engine mode)",
+    )
     parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
     args = parser.parse_args(argv)
     import torch
@@ -170,6 +189,78 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         extra["cached_equals_reference"] = same
+    paths = ["eager", "static"] + (
+        ["graph"] if resolve_mode("graph", engine.device) == "graph" else []
+    )
+    mode = engine.static_decoder.mode
+    inner, plain_forward = engine.runner.decoder, engine.runner.decoder.forward
+    compiled = None
+    if args.compile:  # the decoder's forward compiled by inductor, timed on its first call
+        paths.append("static+compile")
+        compiled = torch.compile(plain_forward, dynamic=False)
+        engine.static_decoder.mode, inner.forward = "static", compiled
+        t = time.perf_counter()
+        engine.generate(prompt, max_new_tokens=new_tokens)
+        engine.infill(text, adapter="magnet", fixed_lengths=span)
+        compile_s = time.perf_counter() - t
+        rows.append(Row("torch.compile: compiling (first calls)", compile_s, "s", note="inductor"))
+        inner.forward = plain_forward
+    best: dict[tuple, object] = {}
+    for _ in range(max(repeat, 2)):  # alternating: neighbours' load falls on every path
+        for path in paths:
+            engine.static_decoder.mode = path.split("+")[0]
+            inner.forward = compiled if path == "static+compile" else plain_forward
+            for what, call in [
+                ("continuation", lambda: engine.generate(prompt, max_new_tokens=new_tokens)),
+                ("infill", lambda: engine.infill(text, adapter="magnet", fixed_lengths=span)),
+            ]:
+                if what == "infill" and "magnet" not in engine.adapter_names:
+                    continue
+                out = call()
+                if (what, path) not in best or (
+                    out.tokens_per_second > best[what, path].tokens_per_second
+                ):
+                    best[what, path] = out
+    engine.static_decoder.mode, inner.forward = mode, plain_forward
+    for what, label, adapter in [("continuation", "base", None), ("infill", "magnet", "magnet")]:
+        if (what, "eager") not in best:
+            continue
+        eager = best[what, "eager"]
+        if what == "continuation":
+            ctx, detail = eager.prompt_tokens + new_tokens // 2, f"{new_tokens} tokens"
+        else:
+            ctx = eager.context_tokens + span // 2
+            detail = f"{span}-token span, {eager.context_tokens}-token context"
+        bound = bandwidth / bytes_per_token(engine, adapter, ctx)
+        for path in paths:
+            r = best[what, path]
+            rows.append(
+                Row(
+                    f"{what} tokens/s, {label}, decode={path}",
+                    r.tokens_per_second,
+                    "tok/s",
+                    bound,
+                    "bandwidth bound",
+                    "",
+                    detail,
+                )
+            )
+            if path == "eager":
+                continue
+            same = _tokens(r) == _tokens(eager)
+            rows.append(
+                Row(
+                    f"{what} speed-up of decode={path} over eager, {label}",
+                    r.tokens_per_second,
+                    "tok/s",
+                    eager.tokens_per_second,
+                    "eager, same run",
+                    ">= 10" if path == "graph" else "",
+                    f"identical tokens: {'yes' if same else 'NO'}",
+                )
+            )
+            extra[f"{what}_{path}_equals_eager"] = same
+    extra["decode_paths"] = paths
     name = args.out or ("decode-quick" if args.quick else "decode")
     write_report(name, rows, extra, engine.device, engine.dtype)
     return 0

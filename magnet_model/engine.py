@@ -134,6 +134,12 @@ class Engine:
         return self.runner.lm
 
     @property
+    def static_decoder(self):
+        """The static-KV-cache / CUDA-graph decoder (static_decode.StaticDecoder): its `mode`
+        and `stats` say which path decoding takes and took."""
+        return self.runner.static_decoder
+
+    @property
     def device(self) -> torch.device:
         return self.runner.device
 

@@ -78,6 +78,9 @@ class RowLora:
     def __init__(self, layers: list[tuple], names: tuple[str, ...]):
         self.layers = layers  # (module, names present, stacked A (R, in), stacked B^T (R, out))
         self.names = names
+        # row masks per (adapters of the rows, dtype, device), kept: a CUDA graph captured
+        # with them reads them at every replay (static_decode)
+        self._masks: dict[tuple, dict[tuple, torch.Tensor]] = {}
 
     @classmethod
     def build(cls, peft_model, names: tuple[str, ...]) -> RowLora | None:
@@ -107,7 +110,7 @@ class RowLora:
     @contextlib.contextmanager
     def patched(self, adapters: list[str], dtype, device):
         """While open, the LoRA layers add the stacked LoRA of each row's adapter."""
-        masks: dict[tuple, torch.Tensor] = {}
+        masks = self._masks.setdefault((tuple(adapters), dtype, device), {})
         for module, present, a, b in self.layers:
             if present not in masks:
                 cols = [

@@ -24,6 +24,7 @@ from .batching import Lane, run_lanes
 from .errors import InputTooLongError, MagnetError, UnknownAdapterError
 from .loading import LoadedModel
 from .multi_lora import RowLora, peft_rows
+from .static_decode import StaticDecoder
 from .tokens import TokenRoles, bos_of, choose_token_roles
 
 BASE = "base"
@@ -42,6 +43,10 @@ class EngineConfig:
     # a span stops where its text runs into the right context (reason "joined"); off: only
     # <span_end> or the length limit end it (to measure what the model does on its own)
     stop_at_right_context: bool = True
+    # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
+    # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
+    # default "auto"). See static_decode.py.
+    decode: str | None = None
 
 
 class Runner:
@@ -74,6 +79,8 @@ class Runner:
         self._row_loras: dict[tuple, RowLora | None] = {}  # stacked LoRA for mixed batches
         cap = getattr(self.lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
+        decode = self.config.decode or loaded.spec.decode
+        self.static_decoder = StaticDecoder(self.lm.config, decode, self.lock)
 
     # ------------------------------------------------------------ adapters
 
@@ -178,6 +185,7 @@ class Runner:
                 return False
             self.model.to(device)
             self._row_loras.clear()
+            self.static_decoder.clear()
             self.loaded.device = self.device
             return True
 
@@ -252,6 +260,11 @@ class Runner:
         pad_rows = self.config.pad_rows
         if pad_rows is None:
             pad_rows = 4 if self.device.type == "cpu" else 0
+        if self.static_decoder.path(self.device) != "eager":  # static cache (and CUDA graphs)
+            run = self.static_decoder.run_lanes
+            return run(
+                lanes, self.forward_rows, self.logits, pad, self.dtype, self.device, pad_rows
+            )
         return run_lanes(
             lanes,
             self.forward_rows,

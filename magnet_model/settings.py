@@ -30,6 +30,7 @@ EMBEDDED = "embedded"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+DECODES = ("auto", "eager", "static", "graph")  # magnet_model.static_decode's modes
 ENV_PREFIX = "MAGNET_"
 
 S = TypeVar("S", bound=BaseSettings)
@@ -167,6 +168,13 @@ class ModelSettings(MagnetSettings):
         description="torch CPU threads; `1` is much faster when the cores are busy with other work",
         json_schema_extra={"shown_default": "torch's default"},
     )
+    decode: Literal["auto", "eager", "static", "graph"] = Field(
+        "auto",
+        description="decoding path: `eager` (a growing KV cache), `static` (a preallocated KV "
+        "cache, fixed shapes), `graph` (static cache, each decode step replayed as a CUDA graph; "
+        "on a CPU it is `static`), `auto` (`graph` on CUDA, `eager` on a CPU); also `--decode` "
+        "(see Performance)",
+    )
 
     @field_validator("device")
     @classmethod
@@ -197,6 +205,7 @@ class ModelSpec:
     dtype: str = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
     threads: int | None = None
+    decode: str = "auto"
 
     @classmethod
     def from_settings(cls, s: ModelSettings) -> ModelSpec:
@@ -205,7 +214,7 @@ class ModelSpec:
             adapters = parse_adapters(s.adapters)
         else:
             adapters = shipped_adapters() if s.base_model == EMBEDDED else {}
-        return cls(s.base_model, adapters, s.device, s.dtype, s.cache_dir, s.threads)
+        return cls(s.base_model, adapters, s.device, s.dtype, s.cache_dir, s.threads, s.decode)
 
     @classmethod
     def from_env(cls) -> ModelSpec:
@@ -221,6 +230,8 @@ class ModelSpec:
     def validate(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
+        if self.decode not in DECODES:
+            raise ConfigError(f"decode must be one of {', '.join(DECODES)}, not {self.decode!r}.")
         if not is_device(self.device):
             raise ConfigError(
                 f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}."
@@ -240,4 +251,5 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
     g.add_argument("--dtype", choices=DTYPES)
+    g.add_argument("--decode", choices=DECODES, help="decoding path (MAGNET_DECODE)")
     g.add_argument("--cache-dir", help="cache for de-quantized weights and embeddings")
