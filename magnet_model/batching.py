@@ -99,14 +99,14 @@ def run_lanes(
         for lane in lanes:
             lane.started = t0
             lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
-            _advance(lane, feeds, None)
+            advance(lane, feeds, None)
         live = [lane for lane in lanes if not lane.done]
         if 1 < len(live) < pad_rows:
             same = len({lane.adapter for lane in live}) == 1
             adapter = live[0].adapter if same else base_adapter  # never turn on a mixed batch
             for _ in range(pad_rows - len(live)):
-                live.append(Lane(adapter, _filler(pad_id), filler=True))
-                _advance(live[-1], feeds, None)
+                live.append(Lane(adapter, filler(pad_id), filler=True))
+                advance(live[-1], feeds, None)
         width = _load_prefixes(cache, live, dtype, device)
     while any(not lane.filler for lane in live):
         with torch.inference_mode():
@@ -144,7 +144,7 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_r
     at = 0
     for lane in live:
         n = len(feeds[id(lane)].want)
-        _advance(lane, feeds, logits[at : at + n] if n else None)
+        advance(lane, feeds, logits[at : at + n] if n else None)
         at += n
     keep = [r for r, lane in enumerate(live) if not lane.done]
     if sum(not live[r].filler for r in keep) <= 1:  # one lane left: padding rows only cost
@@ -156,7 +156,7 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_r
     return [live[r] for r in keep], width + q
 
 
-def _filler(pad_id: int):
+def filler(pad_id: int):
     """A padding row: one pad token per step that attends to itself only."""
     k = 0
     while True:
@@ -164,7 +164,7 @@ def _filler(pad_id: int):
         k += 1
 
 
-def _advance(lane: Lane, feeds: dict, logits) -> None:
+def advance(lane: Lane, feeds: dict, logits) -> None:
     """Send logits to a lane (None: start it); store its next feed or its end."""
     now = time.perf_counter()
     if logits is not None and lane.first_logits is None:

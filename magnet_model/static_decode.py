@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
-from .batching import Feed, Forward, Lane, _advance, _filler
+from .batching import Feed, Forward, Lane, advance, filler
 from .masks import additive
 from .settings import DECODES
 
@@ -208,14 +208,14 @@ class StaticDecoder:
             for lane in lanes:
                 lane.started = t0
                 lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
-                _advance(lane, feeds, None)
+                advance(lane, feeds, None)
             live = [lane for lane in lanes if not lane.done]
             if 1 < len(live) < pad_rows:
                 same = len({lane.adapter for lane in live}) == 1
                 adapter = live[0].adapter if same else base_adapter
                 for _ in range(pad_rows - len(live)):
-                    live.append(Lane(adapter, _filler(pad_id), filler=True))
-                    _advance(live[-1], feeds, None)
+                    live.append(Lane(adapter, filler(pad_id), filler=True))
+                    advance(live[-1], feeds, None)
         if not live:
             return
         width = max((len(lane.prefix) for lane in live if lane.prefix), default=0)
@@ -282,7 +282,7 @@ class StaticDecoder:
         for r in active:
             lane = live[r]
             n = len(feeds[id(lane)].want)
-            _advance(lane, feeds, logits[at : at + n] if n else None)
+            advance(lane, feeds, logits[at : at + n] if n else None)
             at += n
         return width + q
 
