@@ -93,20 +93,9 @@ def run_lanes(
     bench/bench_side_by_side.py; 0 = never).
     """
     cache = new_cache()
-    t0 = time.perf_counter()
     feeds: dict[int, Feed] = {}
     with torch.inference_mode():  # lanes edit logits in place: no autograd anywhere here
-        for lane in lanes:
-            lane.started = t0
-            lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
-            advance(lane, feeds, None)
-        live = [lane for lane in lanes if not lane.done]
-        if 1 < len(live) < pad_rows:
-            same = len({lane.adapter for lane in live}) == 1
-            adapter = live[0].adapter if same else base_adapter  # never turn on a mixed batch
-            for _ in range(pad_rows - len(live)):
-                live.append(Lane(adapter, filler(pad_id), filler=True))
-                advance(live[-1], feeds, None)
+        live = start_lanes(lanes, feeds, pad_id, pad_rows, base_adapter)
         width = _load_prefixes(cache, live, dtype, device)
     while any(not lane.filler for lane in live):
         with torch.inference_mode():
@@ -114,6 +103,26 @@ def run_lanes(
                 live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows
             )
         yield lanes
+
+
+def start_lanes(
+    lanes: list[Lane], feeds: dict, pad_id: int, pad_rows: int, base_adapter: str
+) -> list[Lane]:
+    """Start every lane (its first feed); the live ones, with padding rows added while 2 or
+    more run and fewer than pad_rows. Call under torch.inference_mode()."""
+    t0 = time.perf_counter()
+    for lane in lanes:
+        lane.started = t0
+        lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
+        advance(lane, feeds, None)
+    live = [lane for lane in lanes if not lane.done]
+    if 1 < len(live) < pad_rows:
+        same = len({lane.adapter for lane in live}) == 1
+        adapter = live[0].adapter if same else base_adapter  # never turn on a mixed batch
+        for _ in range(pad_rows - len(live)):
+            live.append(Lane(adapter, filler(pad_id), filler=True))
+            advance(live[-1], feeds, None)
+    return live
 
 
 def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows) -> tuple:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
-from .batching import Feed, Forward, Lane, advance, filler
+from .batching import Feed, Forward, Lane, advance, start_lanes
 from .masks import additive
 from .settings import DECODES
 
@@ -202,20 +201,9 @@ class StaticDecoder:
     ) -> Iterator[list[Lane]]:
         """batching.run_lanes on a static cache: yields the lanes after every step."""
         graphs = self.path(device) == "graph"
-        t0 = time.perf_counter()
         feeds: dict[int, Feed] = {}
         with torch.inference_mode():
-            for lane in lanes:
-                lane.started = t0
-                lane.columns = list(range(len(lane.prefix))) if lane.prefix else []
-                advance(lane, feeds, None)
-            live = [lane for lane in lanes if not lane.done]
-            if 1 < len(live) < pad_rows:
-                same = len({lane.adapter for lane in live}) == 1
-                adapter = live[0].adapter if same else base_adapter
-                for _ in range(pad_rows - len(live)):
-                    live.append(Lane(adapter, filler(pad_id), filler=True))
-                    advance(live[-1], feeds, None)
+            live = start_lanes(lanes, feeds, pad_id, pad_rows, base_adapter)
         if not live:
             return
         width = max((len(lane.prefix) for lane in live if lane.prefix), default=0)
