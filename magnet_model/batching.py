@@ -125,15 +125,17 @@ def start_lanes(
     return live
 
 
-def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows) -> tuple:
-    """One batched forward for every live lane; returns the lanes still live, the new width."""
-    q = max(len(feeds[id(lane)].ids) for lane in live)
+def step_inputs(live, rows, feeds, q, width, length, pad_id, dtype) -> tuple:
+    """Token ids, positions and the additive mask (B, 1, q, length) of one step: the given rows
+    of `live` take their lane's feed (its columns recorded); every other position is padding
+    that sees only itself, at columns width..width+q."""
     b = len(live)
     ids = torch.full((b, q), pad_id, dtype=torch.long)
     pos = torch.zeros((b, q), dtype=torch.long)
-    allowed = torch.zeros((b, q, width + q), dtype=torch.bool)
+    allowed = torch.zeros((b, q, length), dtype=torch.bool)
     allowed[:, torch.arange(q), width + torch.arange(q)] = True  # padding sees itself
-    for r, lane in enumerate(live):
+    for r in rows:
+        lane = live[r]
         f = feeds[id(lane)]
         n = len(f.ids)
         ids[r, :n] = torch.tensor(f.ids)
@@ -141,7 +143,14 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_r
         lane.columns += range(width, width + n)
         allowed[r, :n] = False
         allowed[r, :n, torch.tensor(lane.columns, dtype=torch.long)] = f.see
-    mask = additive(allowed[:, None], dtype).to(device)
+    return ids, pos, additive(allowed[:, None], dtype)
+
+
+def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_rows) -> tuple:
+    """One batched forward for every live lane; returns the lanes still live, the new width."""
+    q = max(len(feeds[id(lane)].ids) for lane in live)
+    ids, pos, mask = step_inputs(live, range(len(live)), feeds, q, width, width + q, pad_id, dtype)
+    mask = mask.to(device)
     adapters = [lane.adapter for lane in live]
     hidden = forward(ids.to(device), pos.to(device), mask, cache, adapters)
     rows = [r for r, lane in enumerate(live) for _ in feeds[id(lane)].want]

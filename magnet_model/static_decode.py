@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
-from .batching import Feed, Forward, Lane, advance, start_lanes
-from .masks import additive
+from .batching import Feed, Forward, Lane, advance, start_lanes, step_inputs
 from .settings import DECODES
 
 log = logging.getLogger(__name__)
@@ -235,21 +234,8 @@ class StaticDecoder:
             held[0] = self._grow(slot, width, width + q)
             self._release(slot)  # only now: the run never releases a slot twice
             slot = held[0]
-        b, length = len(live), slot.cache.length
-        ids = torch.full((b, q), pad_id, dtype=torch.long)
-        pos = torch.zeros((b, q), dtype=torch.long)
-        allowed = torch.zeros((b, q, length), dtype=torch.bool)
-        allowed[:, torch.arange(q), width + torch.arange(q)] = True  # padding sees itself
-        for r in active:
-            lane = live[r]
-            f = feeds[id(lane)]
-            n = len(f.ids)
-            ids[r, :n] = torch.tensor(f.ids)
-            pos[r, :n] = torch.tensor(f.positions)
-            lane.columns += range(width, width + n)
-            allowed[r, :n] = False
-            allowed[r, :n, torch.tensor(lane.columns, dtype=torch.long)] = f.see
-        mask = additive(allowed[:, None], dtype)
+        length = slot.cache.length
+        ids, pos, mask = step_inputs(live, active, feeds, q, width, length, pad_id, dtype)
         columns = torch.arange(width, width + q)
         adapters = tuple(lane.adapter for lane in live)
         if graphed:
