@@ -11,8 +11,9 @@ file adds what inference needs to use it the way it was trained:
       "attention": "hybrid" | "bidirectional" | "causal",   # mode used for representations
       "objectives": ["mntp", "msg", "sscl"],
       "sentence": {"instruction": "...", "pooling": "last" | "mean"},
-      "training": {...}                                      # the trainer's full config
-    }
+      "training": {...},                                     # the trainer's full config
+      "calibration": {"span_end_bias": .., ...}             # optional: span_end.SpanEnd's
+    }                                                        # bias and how it was fitted
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ class AdapterMeta:
     instruction: str = SENTENCE_INSTRUCTION
     pooling: str = "last"
     training: dict = field(default_factory=dict)
+    # the end-logit calibration (magnet_model.calibrate): span_end_bias and how it was fitted
+    calibration: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "format": 1,
             "token_roles": self.token_roles.to_dict(),
             "attention": self.attention,
@@ -48,6 +51,9 @@ class AdapterMeta:
             "sentence": {"instruction": self.instruction, "pooling": self.pooling},
             "training": self.training,
         }
+        if self.calibration:
+            d["calibration"] = self.calibration
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> AdapterMeta:
@@ -59,6 +65,7 @@ class AdapterMeta:
             instruction=sentence.get("instruction", SENTENCE_INSTRUCTION),
             pooling=sentence.get("pooling", "last"),
             training=d.get("training", {}),
+            calibration=d.get("calibration", {}),
         )
 
 

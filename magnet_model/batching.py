@@ -77,7 +77,7 @@ Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, object, list[str]]
 def run_lanes(
     lanes: list[Lane],
     forward: Forward,
-    head: Callable[[torch.Tensor], torch.Tensor],
+    head: Callable[[torch.Tensor, list[str]], torch.Tensor],  # hidden, adapter per row
     new_cache: Callable[[], object],
     pad_id: int,
     dtype: torch.dtype,
@@ -158,7 +158,8 @@ def _step(live, feeds, cache, width, forward, head, pad_id, dtype, device, pad_r
     n_want = len(rows)
     if 1 < n_want < pad_rows:  # the LM head is the largest matrix: same padding
         rows, cols = rows + [rows[0]] * (pad_rows - n_want), cols + [cols[0]] * (pad_rows - n_want)
-    logits = head(hidden[rows, cols])[:n_want].float() if rows else None
+    wanted = [live[r].adapter for r in rows]
+    logits = head(hidden[rows, cols], wanted)[:n_want].float() if rows else None
     at = 0
     for lane in live:
         n = len(feeds[id(lane)].want)

@@ -24,6 +24,7 @@ from .layout import HybridSequence, build_hybrid
 from .masks import additive, allowed_mask, hybrid_step_see
 from .runner import Runner
 from .sampling import Sampling
+from .span_end import SpanEnd
 from .tokens import TokenRoles
 
 # A span stops when its last tokens repeat the first tokens of the text after its blank: it
@@ -40,6 +41,7 @@ class InfillJob:
     limits: list[int]  # max tokens per span
     fixed: list[bool]  # whether the limit is a fixed length
     roles: TokenRoles
+    span_end: SpanEnd
     bos: int | None
     min_tokens: int = 1
 
@@ -69,7 +71,8 @@ def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_len
             f"{runner.max_input_tokens}. Shorten the text or the span length."
         )
     is_fixed = [f is not None for f in fixed]
-    return InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, bos)
+    span_end = runner.span_end(adapter)
+    return InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, span_end, bos)
 
 
 def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
@@ -81,6 +84,7 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed")."""
     n = len(job.limits)
     end = job.roles.span_end
+    span_end = job.span_end
     banned = runner.special_ids(job.roles)
     join = runner.config.stop_at_right_context
     rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
@@ -88,7 +92,7 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     reasons = [""] * n
     active = list(range(n))
     while active:
-        logits = (yield active, generated).float()
+        logits = span_end.apply((yield active, generated).float())
         logits[:, banned] = float("-inf")
         for row, k in enumerate(active):
             if len(generated[k]) < job.min_tokens or job.fixed[k]:
@@ -170,7 +174,7 @@ def _reference_step(runner: Runner, job: InfillJob) -> Callable:
         mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)
         h = runner.hidden_states(ids, mask, runner.tensor([seq.position_ids]))[0]
         last = [max(i for i, g in enumerate(seq.segments) if g == k + 1) for k in active]
-        return runner.head(h[last])
+        return runner.logits(h[last])
 
     return step
 

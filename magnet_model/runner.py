@@ -22,8 +22,11 @@ import torch
 from .adapter_meta import AdapterMeta, find_meta
 from .batching import Lane, run_lanes
 from .errors import InputTooLongError, MagnetError, UnknownAdapterError
+from .head_rows import tie_of, undertrained
 from .loading import LoadedModel
 from .multi_lora import RowLora, peft_rows
+from .role_rows import RoleRows
+from .span_end import SpanEnd
 from .static_decode import StaticDecoder
 from .tokens import TokenRoles, bos_of, choose_token_roles
 
@@ -75,7 +78,15 @@ class Runner:
         self._peft_active: str | None = None  # peft's active adapter as last set here
         self.metas = {n: find_meta(ref) for n, ref in loaded.adapters.items()}
         self.metas.update(metas or {})
+        # trained rows of the role tokens, per adapter that has them (role_rows.py)
+        self.role_rows: dict[str, RoleRows] = {}
+        for name, ref in loaded.adapters.items():
+            rows = RoleRows.load(ref)
+            if rows is not None:
+                self.role_rows[name] = rows.to(self.head.weight.device)
         self._default_roles: TokenRoles | None = None
+        self._undertrained: list[int] | None = None  # head rows never trained (head_rows)
+        self._ties: dict[int, tuple[int, ...]] = {}  # token -> its head-row tie
         self._row_loras: dict[tuple, RowLora | None] = {}  # stacked LoRA for mixed batches
         cap = getattr(self.lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
@@ -106,7 +117,7 @@ class Runner:
         if meta is not None:
             return meta.token_roles
         if self._default_roles is None:
-            self._default_roles = choose_token_roles(self.tokenizer)
+            self._default_roles = choose_token_roles(self.tokenizer, self.lm)
         return self._default_roles
 
     def bos(self, adapter: str | None) -> int | None:
@@ -117,16 +128,43 @@ class Runner:
         return bos_of(self.tokenizer)
 
     def special_ids(self, roles: TokenRoles) -> list[int]:
-        """Every special or added token of the tokenizer, and the MAGNET roles: none of them
-        is text, so none may be generated inside a span (except <span_end>, which ends it)."""
+        """The tokens that are never text, so none may be generated in a fill (except
+        <span_end>, which ends a span): every special or added token of the tokenizer, the
+        MAGNET roles, the tokens whose head row ties with <span_end>'s, and the tokens whose
+        head row was never trained (head_rows.undertrained)."""
         added = self.tokenizer.added_tokens_decoder  # id -> AddedToken
         ids = set(self.tokenizer.all_special_ids) | {i for i, t in added.items() if t.special}
         ids |= roles.special_ids() | {roles.sentence_end, roles.pad}
+        ids |= set(self.undertrained_ids) | set(self.tie(roles.span_end))
         return sorted(i for i in ids if i != roles.span_end and i < len(self.tokenizer))
 
+    @property
+    def undertrained_ids(self) -> list[int]:
+        """Tokens whose head row the pre-training never (or hardly) moved (computed once)."""
+        if self._undertrained is None:
+            with self.lock:
+                self._undertrained = undertrained(self.head.weight)
+        return self._undertrained
+
+    def tie(self, token: int) -> tuple[int, ...]:
+        """The token and every token whose head row (near-)duplicates its row."""
+        if token not in self._ties:
+            with self.lock:
+                self._ties[token] = tuple(tie_of(self.head.weight, token))
+        return self._ties[token]
+
+    def span_end(self, adapter: str | None) -> SpanEnd:
+        """How the adapter's <span_end> logit is read (span_end.SpanEnd): its tie, and the
+        calibration bias recorded in its magnet_config.json (none: 0)."""
+        roles, meta = self.roles(adapter), self.meta(adapter)
+        calibration = dict(meta.calibration) if meta is not None else {}
+        bias = float(calibration.get("span_end_bias", 0.0))
+        return SpanEnd(roles.span_end, self.tie(roles.span_end), bias, calibration)
+
     def encode(self, text: str) -> list[int]:
-        """Token ids of text without special tokens."""
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        """Token ids of text without special tokens; a special token's name typed in the text
+        (e.g. "<filename>", a MAGNET role) is text, not that token."""
+        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
 
     def check_length(self, n_prompt: int, n_new: int) -> None:
         if n_prompt + n_new > self.max_input_tokens:
@@ -184,6 +222,8 @@ class Runner:
             if self.device == device:
                 return False
             self.model.to(device)
+            for rows in self.role_rows.values():
+                rows.to(device)
             self._row_loras.clear()
             self.static_decoder.clear()
             self.loaded.device = self.device
@@ -195,17 +235,54 @@ class Runner:
 
     # ------------------------------------------------------------ forwards
 
-    def hidden_states(self, ids, mask=None, positions=None, cache=None) -> torch.Tensor:
+    def hidden_states(
+        self, ids, mask=None, positions=None, cache=None, adapters: list[str] | None = None
+    ) -> torch.Tensor:
         """Last hidden states (B, T, H) of the decoder (no LM head) with the adapter now on;
-        mask is a 4-D additive mask or None (causal). Call inside `using`."""
+        mask is a 4-D additive mask or None (causal). Call inside `using`. adapters: each
+        row's adapter (default: the one now on), for its trained role rows (role_rows.py)."""
         kwargs = {self._cache_kw: cache, "use_cache": cache is not None}
-        out = self.decoder(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
+        inputs = {"input_ids": ids}
+        embeds = self._role_embeds(ids, adapters)
+        if embeds is not None:
+            inputs = {"inputs_embeds": embeds}
+        out = self.decoder(attention_mask=mask, position_ids=positions, **inputs, **kwargs)
         return out.last_hidden_state
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head on hidden states (..., H) -> (..., vocab)."""
+    def logits(self, hidden: torch.Tensor, adapters: list[str] | None = None) -> torch.Tensor:
+        """The LM head on hidden states (..., H) -> (..., vocab); adapters: the adapter of each
+        row of hidden (default: the one now on), for its trained role rows."""
         with torch.inference_mode():
-            return self.head(hidden)
+            out = self.head(hidden)
+            for rows, sel in self._row_groups(adapters, hidden.shape[0] if hidden.dim() else 0):
+                out = rows.logits(hidden, out, sel)
+            return out
+
+    def _row_groups(self, adapters: list[str] | None, n: int) -> list[tuple[RoleRows, object]]:
+        """(role rows, which rows of the batch use them: a bool tensor, None = all) for each
+        adapter of the batch that has trained role rows."""
+        if not self.role_rows:
+            return []
+        if adapters is None:
+            rows = self.role_rows.get(self._active) if self._active else None
+            return [(rows, None)] if rows is not None else []
+        groups = []
+        for name, rows in self.role_rows.items():
+            sel = torch.tensor([a == name for a in adapters], device=self.device)
+            if bool(sel.any()):
+                groups.append((rows, None if bool(sel.all()) else sel))
+        return groups
+
+    def _role_embeds(self, ids: torch.Tensor, adapters: list[str] | None):
+        """Input embeddings with the role rows of each row's adapter, or None when no row of
+        the batch has trained role rows (the decoder then embeds the ids itself)."""
+        groups = self._row_groups(adapters, ids.shape[0])
+        if not groups:
+            return None
+        embeds = self.lm.get_input_embeddings()(ids)
+        for rows, sel in groups:
+            embeds = rows.embed(ids, embeds, sel)
+        return embeds
 
     def new_cache(self):
         """An empty KV cache for one batch of lanes: the one place caches are made."""
@@ -220,22 +297,22 @@ class Runner:
         with self.lock, torch.inference_mode():
             if set(adapters) == {BASE} or self.peft is None:
                 self._switch(BASE)
-                return self.hidden_states(ids, mask, positions, cache)
+                return self.hidden_states(ids, mask, positions, cache, adapters)
             rows = self.row_lora(adapters)
             if rows is None and len(set(adapters)) == 1:
                 self._switch(adapters[0])
-                return self.hidden_states(ids, mask, positions, cache)
+                return self.hidden_states(ids, mask, positions, cache, adapters)
             if rows is not None:
                 self._switch(BASE)  # peft's layers off; the stacked LoRA is added instead
                 with rows.patched(adapters, self.dtype, self.device):
-                    return self.hidden_states(ids, mask, positions, cache)
+                    return self.hidden_states(ids, mask, positions, cache, adapters)
             lora = self.peft.base_model
             if self._layers_on is not True:
                 lora.enable_adapter_layers()
                 self._layers_on = True
             self._active = None  # mixed rows: the next single-adapter call re-switches
             with peft_rows(lora, ["__base__" if a == BASE else a for a in adapters]):
-                return self.hidden_states(ids, mask, positions, cache)
+                return self.hidden_states(ids, mask, positions, cache, adapters)
 
     def row_lora(self, adapters: list[str]) -> RowLora | None:
         """The stacked LoRA of the adapters of a batch's rows (built once per set of them;

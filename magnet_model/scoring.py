@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,13 +151,20 @@ def _pad(rows: list[list[int]], value: int, width: int) -> list[list[int]]:
 
 
 def row_nlls(
-    engine, rows: Sequence[Row], adapter: str | None, mode: str, batch_size: int = 8
+    engine,
+    rows: Sequence[Row],
+    adapter: str | None,
+    mode: str,
+    batch_size: int = 8,
+    read: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[np.ndarray]:
     """Per-row NLL (nats) of every labelled position, in label order.
 
     Rows are sorted by length and right-padded; the 4-D mask of `mode` keeps padding out.
-    Only labelled positions go through the LM head.
+    Only labelled positions go through the LM head; read (if given) turns their logits into
+    the ones decoding uses (span_end.SpanEnd.apply) before the loss.
     """
+    read = read or (lambda logits: logits)
     out: list[np.ndarray] = [np.zeros(0)] * len(rows)
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
     pad = engine.tokenizer.pad_token_id or 0
@@ -182,7 +189,7 @@ def row_nlls(
             nll = torch.cat(
                 [
                     torch.nn.functional.cross_entropy(
-                        engine.logits(hs[i : i + LOGIT_CHUNK]).float(),
+                        read(engine.logits(hs[i : i + LOGIT_CHUNK]).float()),
                         ys[i : i + LOGIT_CHUNK],
                         reduction="none",
                     )
@@ -201,13 +208,15 @@ def row_nlls(
 def hybrid_span_nll(
     engine, cases: Sequence[SpanCase], adapter: str, batch_size: int = 8
 ) -> list[SpanNLL]:
-    """MAGNET: the true span after <span_start>, reading left AND right context (one forward)."""
+    """MAGNET: the true span after <span_start>, reading left AND right context (one forward);
+    <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration)."""
     roles, bos = engine.roles(adapter), engine.bos(adapter)
     rows = []
     for c in cases:
         seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True)
         rows.append(Row(seq.input_ids, seq.labels, seq.segments, seq.position_ids))
-    nlls = row_nlls(engine, rows, adapter, "hybrid", batch_size)
+    span_end = engine.runner.span_end(adapter)
+    nlls = row_nlls(engine, rows, adapter, "hybrid", batch_size, span_end.apply)
     return [
         SpanNLL(float(x[:-1].sum()), float(x[-1]), c.n_tokens)
         for x, c in zip(nlls, cases, strict=True)

@@ -191,7 +191,7 @@ class StaticDecoder:
         self,
         lanes: list[Lane],
         forward: Forward,
-        head: Callable[[torch.Tensor], torch.Tensor],
+        head: Callable[[torch.Tensor, list[str]], torch.Tensor],  # hidden, adapter per row
         pad_id: int,
         dtype: torch.dtype,
         device: torch.device,
@@ -251,7 +251,8 @@ class StaticDecoder:
                 rows + [rows[0]] * (pad_rows - n_want),
                 cols + [cols[0]] * (pad_rows - n_want),
             )
-        logits = head(hidden[rows, cols])[:n_want].float() if rows else None
+        wanted = [live[r].adapter for r in rows]
+        logits = head(hidden[rows, cols], wanted)[:n_want].float() if rows else None
         at = 0
         for r in active:
             lane = live[r]

@@ -4,6 +4,14 @@ Reusing existing tokens (that never occur in prose) means the embedding matrix i
 so an adapter stays LoRA-only and a few MB. The roles are recorded next to each adapter
 (magnet_config.json) so inference uses exactly the tokens training used.
 
+Given the model, the roles are chosen by its weights (head_rows): a role token whose head or
+input row nearly duplicates another row is refused (LoRA cannot change the head, so a token
+sharing its row with k others can never get more than p = 1/(k+1): SmolLM2's
+`<issue_comment>`, the first adapter's <span_end>, shares its row with 16 tokens), and so is a
+token the chat template, BOS, EOS or padding uses; <span_end>, the one role the model must
+predict, is the first remaining candidate that is reachable (some final hidden state gives it
+p >= REACHABLE).
+
 - mask:       replaces selected context tokens in MNTP (the "[MASK]" of BERT)
 - blank:      stands in the context where a span was removed (one per span)
 - span_start: first input of each span; its output predicts the span's first token
@@ -16,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .errors import ConfigError
+from .head_rows import near_duplicates, reachable
 
 # Tokens of code-pretraining vocabularies (SmolLM2/StarCoder family) that prose never yields,
 # then Llama/SentencePiece byte tokens for control characters that text does not contain.
@@ -32,8 +41,11 @@ CANDIDATES = [
     "<0x04>",
     "<0x05>",
     "<0x06>",
+    "<repo_name>",
+    "<|endoftext|>",
 ]
 ROLE_NAMES = ("mask", "blank", "span_start", "span_end")
+REACHABLE = 0.5  # the least p(<span_end>) some hidden state must be able to give
 
 
 @dataclass(frozen=True)
@@ -56,26 +68,65 @@ class TokenRoles:
         return {self.mask, self.blank, self.span_start, self.span_end}
 
 
-def choose_token_roles(tokenizer) -> TokenRoles:
-    """Pick four distinct existing tokens for the roles (first candidates that exist)."""
+def choose_token_roles(tokenizer, lm=None) -> TokenRoles:
+    """Four distinct existing tokens for the roles, the first candidates that exist (and, given
+    the causal LM `lm`, whose rows are their own: see the module docstring). <span_end> is the
+    first remaining candidate a hidden state can reach (p >= REACHABLE), or, if none can, the
+    one that comes closest."""
     vocab = tokenizer.get_vocab()
-    found = []
-    for tok in CANDIDATES:
-        idx = vocab.get(tok)
-        if idx is not None and idx not in found:
-            found.append(idx)
-        if len(found) == len(ROLE_NAMES):
-            break
-    if len(found) < len(ROLE_NAMES):
-        raise ConfigError(
-            "The tokenizer has none of the reusable special tokens MAGNET needs "
-            f"({', '.join(CANDIDATES)}); add candidates to magnet_model/tokens.py."
-        )
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     if eos is None:
         raise ConfigError("The tokenizer has no end-of-sequence token to end sentences with.")
-    return TokenRoles(*found, sentence_end=eos, pad=pad)
+    used = {eos, pad, tokenizer.bos_token_id}
+    template = getattr(tokenizer, "chat_template", None) or ""
+    usable: list[int] = []
+    refused: list[str] = []
+    for tok in CANDIDATES:
+        idx = vocab.get(tok)
+        if idx is None or idx in usable:
+            continue
+        why = _refusal(lm, idx, used, tok, template)
+        if why:
+            refused.append(f"{tok} ({why})")
+        else:
+            usable.append(idx)
+    if len(usable) < len(ROLE_NAMES):
+        detail = f" Refused: {'; '.join(refused)}." if refused else ""
+        raise ConfigError(
+            "The tokenizer has too few reusable special tokens for MAGNET's roles "
+            f"({', '.join(CANDIDATES)}).{detail} Add candidates to magnet_model/tokens.py."
+        )
+    inputs = usable[: ROLE_NAMES.index("span_end")]
+    rest = usable[len(inputs) :]
+    end = rest[0] if lm is None else _most_reachable(lm, rest)
+    return TokenRoles(*inputs, end, sentence_end=eos, pad=pad)
+
+
+def _refusal(lm, idx: int, used: set, tok: str, template: str) -> str | None:
+    """Why token `idx` may not take a role (None: it may)."""
+    if idx in used or (template and tok in template):
+        return "used by the chat template, BOS, EOS or padding"
+    if lm is None:
+        return None
+    rows = {"head": lm.get_output_embeddings().weight, "input": lm.get_input_embeddings().weight}
+    for name, weight in rows.items():
+        twins = near_duplicates(weight, idx)
+        if twins:
+            return f"its {name} row nearly duplicates {len(twins)} other rows"
+    return None
+
+
+def _most_reachable(lm, ids: list[int]) -> int:
+    """The first of ids a hidden state can give p >= REACHABLE, else the one with the most."""
+    best, best_p = ids[0], -1.0
+    for idx in ids:
+        p = reachable(lm, idx, enough=REACHABLE)
+        if p >= REACHABLE:
+            return idx
+        if p > best_p:
+            best, best_p = idx, p
+    return best
 
 
 # Byte-level BPE (GPT-2, SmolLM2) and SentencePiece (Llama) mark a leading space in the token.

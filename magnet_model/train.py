@@ -33,6 +33,7 @@ from .errors import ConfigError, MagnetError
 from .files import BadLine, jsonl_records
 from .masks import MODES
 from .objectives import POOLINGS, attention_dropout, masked_view_losses, sscl_loss
+from .role_rows import RoleRows
 from .settings import ModelSpec, add_model_args
 from .tokens import TokenRoles, bos_of, choose_token_roles, word_edges, word_start_table
 from .views import (
@@ -53,7 +54,7 @@ STATE_FILE = "trainer_state.pt"
 RESUME_KEYS = (
     "objectives", "stage2_objectives", "attention", "stage1_steps", "stage2_steps", "batch_size",
     "grad_accum", "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
-    "lora_targets", "corpus", "vital_extracts", "sscl_positives",
+    "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
 )  # fmt: skip
 SSCL_POSITIVES = ("dropout", "description")
 
@@ -149,6 +150,11 @@ class TrainConfig:
     )
     init_adapter: str | None = _flag(
         "start from this trained adapter's LoRA weights (same --lora-r/--lora-targets)", None
+    )
+    train_role_rows: bool = _flag(
+        "learn the role tokens' embedding/head rows too (role_rows.py); --no-train-role-rows "
+        "keeps the base model's rows",
+        True,
     )
     overwrite: bool = _flag("discard OUTPUT's checkpoints", False)
     gradient_checkpointing: bool = _flag("recompute activations in backward (less memory)", False)
@@ -434,6 +440,13 @@ class TrainingRun:
     device: torch.device
     autocast_dtype: torch.dtype | None  # bf16 on CUDA, else None
     word_starts: list[bool] | None = None  # tokens.word_start_table: where spans may begin
+    role_rows: RoleRows | None = None  # trained role-token rows (--train-role-rows)
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        """What the optimizer trains: the LoRA weights, and the role rows if any."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return params + (list(self.role_rows.parameters()) if self.role_rows else [])
 
     def autocast(self):
         if self.autocast_dtype is None:
@@ -520,8 +533,7 @@ def train_step(run: TrainingRun, step: int, optimizer, scheduler) -> dict:
     for micro in range(cfg.grad_accum):
         for k, v in micro_step(run, step, micro, objectives).items():
             sums[k] = sums.get(k, 0.0) + v / cfg.grad_accum
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(run.params, cfg.max_grad_norm)
     lr = scheduler.get_last_lr()[0]
     optimizer.step()
     scheduler.step()
@@ -559,6 +571,8 @@ def save_checkpoint(run: TrainingRun, step: int, optimizer, scheduler) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     run.model.save_pretrained(tmp)
+    if run.role_rows is not None:
+        run.role_rows.save(tmp)
     state = {
         "step": step,
         "optimizer": optimizer.state_dict(),
@@ -603,6 +617,8 @@ def load_checkpoint(run: TrainingRun, path: Path, optimizer, scheduler) -> int:
             "same flags (see its trainer_state) or start a new --output."
         )
     set_peft_model_state_dict(run.model, load_peft_weights(str(path), device=str(run.device)))
+    if run.role_rows is not None:
+        _load_role_rows(run.role_rows, path, strict=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
@@ -625,13 +641,25 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> TrainingRun:
 
     model, tokenizer, source = load_base(spec)
     device, _ = resolve_device(spec)
-    roles = choose_token_roles(tokenizer)
+    roles = choose_token_roles(tokenizer, model)  # rows of their own (tokens.py)
     examples = load_corpus(cfg, tokenizer)
+    role_rows = None
+    if cfg.train_role_rows:
+        role_ids = sorted(roles.special_ids())
+        role_rows = RoleRows.from_weight(role_ids, model.get_input_embeddings().weight)
+        role_rows.to(device)
+        role_rows.hook(model.get_input_embeddings(), model.get_output_embeddings())
     torch.manual_seed(cfg.seed)  # LoRA init
     model = wrap_lora(model, cfg)
     if cfg.init_adapter:
         init_from_adapter(model, Path(cfg.init_adapter))
-    print(f"base: {source}; {len(examples)} training texts; device {device}", file=sys.stderr)
+        if role_rows is not None:
+            _load_role_rows(role_rows, Path(cfg.init_adapter), strict=False)
+    print(
+        f"base: {source}; {len(examples)} training texts; device {device}; roles "
+        f"{roles.to_dict()}; role rows {'trained' if role_rows else 'frozen'}",
+        file=sys.stderr,
+    )
     return TrainingRun(
         cfg=cfg,
         model=model,
@@ -651,12 +679,27 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> TrainingRun:
         word_starts=word_start_table(tokenizer),
         device=device,
         autocast_dtype=torch.bfloat16 if device.type == "cuda" and cfg.bf16 else None,
+        role_rows=role_rows,
     )
+
+
+def _load_role_rows(rows: RoleRows, folder: Path, strict: bool) -> None:
+    """Copy the rows saved in folder (an adapter or checkpoint) for the same tokens into rows;
+    strict: the file must be there and hold exactly these tokens (a checkpoint of this run)."""
+    saved = RoleRows.load(folder)
+    if saved is None or saved.ids.tolist() != rows.ids.tolist():
+        if strict:
+            raise ConfigError(f"{folder} has no role rows for tokens {rows.ids.tolist()}.")
+        return  # another adapter's roles: this run's rows start from the base model's
+    with torch.no_grad():
+        rows.rows.copy_(saved.rows.to(rows.rows.device))
 
 
 def save_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
     cfg = run.cfg
     run.model.save_pretrained(cfg.output)
+    if run.role_rows is not None:
+        run.role_rows.save(cfg.output)
     training = asdict(cfg)
     training.update(
         bos=run.bos,
@@ -689,8 +732,7 @@ def train(cfg: TrainConfig, spec: ModelSpec) -> Path:
         (out / LOG_FILE).unlink(missing_ok=True)
     ckpt = find_checkpoint(cfg) if cfg.resume is not None else None
     run = build_run(cfg, spec)
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(run.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg)
     start = 0
     out.mkdir(parents=True, exist_ok=True)

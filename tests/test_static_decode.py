@@ -92,8 +92,8 @@ def stopping_head(engine, tok):
     end = engine.roles("magnet").span_end
     head = engine.runner.logits
 
-    def logits(hidden):
-        out = head(hidden).clone()
+    def logits(hidden, adapters=None):
+        out = head(hidden, adapters).clone()
         stop = hidden[:, 0] > 0.0
         out[stop, end] = out[stop].max(-1).values + 1.0
         return out
