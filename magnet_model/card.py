@@ -22,6 +22,7 @@ from .adapter_meta import load_meta
 from .errors import MagnetError, ModelLoadError
 from .hardware import describe, one_line
 from .loading import is_hub_id, load_base
+from .role_rows import ROLE_ROWS_FILE
 from .settings import EMBEDDED, ModelSpec, add_model_args
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
 
@@ -201,7 +202,12 @@ def render_card(
         ("hardware", hardware),
         ("final losses (mean of last 10 steps)", losses),
         ("complete", "yes" if t.get("complete") else "no: stopped early (time limit)"),
+        ("token roles", _roles(meta, tokenizer, adapter)),
     ]
+    if t.get("init_adapter"):
+        rows.insert(5, ("started from", f"the LoRA weights of `{t['init_adapter']}`"))
+    if meta.calibration:
+        rows.append(("<span_end> calibration", _calibration(meta.calibration)))
     data = ModelCardData(
         library_name="peft", base_model=base_id if is_hub_id(base_id) else None, tags=TAGS
     )
@@ -229,6 +235,26 @@ def render_card(
     ]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     return str(ModelCard("\n".join(lines) + "\n"))
+
+
+def _roles(meta, tokenizer, adapter: Path) -> str:
+    names = {
+        role: tokenizer.convert_ids_to_tokens(i) for role, i in meta.token_roles.to_dict().items()
+    }
+    text = ", ".join(f"{role} `{tok}`" for role, tok in names.items())
+    trained = (adapter / ROLE_ROWS_FILE).is_file()
+    return text + ("; their embedding/head rows trained" if trained else "; base model's rows")
+
+
+def _calibration(c: dict) -> str:
+    """The calibration as the card states it: a calibration, fitted after training."""
+    before, after = c.get("end_nll", [None, None])
+    nll = f"; end NLL there {before} -> {after} nats" if before is not None else ""
+    return (
+        f"a calibration, not training: {c['span_end_bias']:+.3f} added to the <span_end> logit "
+        f"(its head-row tie of {len(c.get('tie', [])) or 1} tokens merged) in decoding and "
+        f"scoring, fitted on {c.get('fitted_on', 'training views')}{nll}; `{c.get('command')}`"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
