@@ -17,8 +17,9 @@ Layout: each module imports only modules listed above it, so there is no import 
     engine                                       engines, one unit of work per call, retries
     validate                                     checks and limits on what callers send (pure)
     queries                                      shared reads: study, progress, token lookup
-    stats, planner, gold                         pure: Wilson, bootstrap, Bradley-Terry,
-                                                 alpha; study size; attention-check items
+    stats, planner, gold, fills                  pure: Wilson, bootstrap, Bradley-Terry,
+                                                 alpha; study size; attention-check items;
+                                                 empty and overlong fills per system
     results                                      load_study (SQL) + summarize (pure statistics)
     io                                           CSV/JSONL import (the package's one reader),
                                                  export_rows(session, study), export writers
@@ -51,6 +52,7 @@ from .errors import (
     UnknownTokenError,
     UnsupportedError,
 )
+from .fills import OVERLONG_RATIO, FillCounts, fill_counts, fill_summary
 from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
 from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
 from .queries import label_of
@@ -83,6 +85,7 @@ __all__ = [
     "AnnotationError",
     "AnnotationStore",
     "DBSettings",
+    "FillCounts",
     "Draft",
     "DuplicateError",
     "GOLD_CORRUPTED",
@@ -93,6 +96,7 @@ __all__ = [
     "ItemIn",
     "NotAssignedError",
     "NotFoundError",
+    "OVERLONG_RATIO",
     "OutputIn",
     "Question",
     "RaterItem",
@@ -122,6 +126,8 @@ __all__ = [
     "default_db_path",
     "export_rows",
     "fill_blanks",
+    "fill_counts",
+    "fill_summary",
     "label_of",
     "likert",
     "make_gold_items",

@@ -1,8 +1,9 @@
 """A study's report: one self-contained HTML file (figures embedded as PNG, nothing fetched).
 
-Per-system rates with intervals, pairwise win rates, Bradley-Terry with intervals, alpha per
-question, attention-check exclusions, rater timing, and example items with each system's
-fill. Every text that came from a user (study, items, outputs, rater names) is escaped.
+Per-system rates with intervals, empty and overlong fills per system, pairwise win rates,
+Bradley-Terry with intervals, alpha per question, attention-check exclusions, rater timing, and
+example items with each system's fill. Every text that came from a user (study, items,
+outputs, rater names) is escaped.
 
     python -m annotation_db report STUDY --out report.html [--exclude-failing-share 0.25]
 """
@@ -24,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
+from .fills import OVERLONG_RATIO, fill_counts  # noqa: E402
 from .results import StudyResults  # noqa: E402
 from .schema import Assignment, Item, Rater, Study  # noqa: E402
 
@@ -98,6 +100,7 @@ def render_report(
         parts.append(f"<details><summary>Instructions</summary><pre>{e(info.instructions)}</pre>")
         parts.append("</details>")
     parts += _rates(res)
+    parts += _fills(items, outputs)
     parts += _likert(res)
     parts += _preferences(res)
     parts += _agreement(res)
@@ -156,6 +159,30 @@ def _rates(res: StudyResults) -> list[str]:
     ax.set_ylim(0, 1)
     ax.set_ylabel("judged appropriate")
     out.append(_img(fig, "Share judged appropriate per system with intervals"))
+    return out
+
+
+def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
+    """Per system, the outputs raters saw with an empty or an overlong fill (fills.py)."""
+    counts = fill_counts(items, outputs)
+    if not counts:
+        return []
+    out = [
+        "<h2>Empty and overlong fills, per system</h2>",
+        "<table><tr><th>system</th><th>outputs</th><th>empty</th><th>overlong</th></tr>",
+    ]
+    for c in counts:
+        unchecked = f" ({c.unchecked} stored without fills)" if c.unchecked else ""
+        out.append(
+            f"<tr><td>{html.escape(c.system)}</td><td class=num>{c.n_outputs}{unchecked}</td>"
+            f"<td class=num>{c.empty}</td><td class=num>{c.overlong}</td></tr>"
+        )
+    out.append("</table>")
+    out.append(
+        "<p class='note'>Outputs of regular items. Empty: a fill with no word in it (the "
+        "rater saw the text with the span simply missing). Overlong: a fill of more than "
+        f"{OVERLONG_RATIO} times the words of the span it replaces.</p>"
+    )
     return out
 
 

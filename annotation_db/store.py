@@ -28,6 +28,7 @@ from .errors import (
     NotFoundError,
     StudyClosedError,
 )
+from .fills import FillCounts, fill_counts
 from .io import FORMATS, export_rows, write_export
 from .queries import (
     as_utc,
@@ -286,6 +287,10 @@ class AnnotationStore:
         """The study's items and outputs as given at creation (for re-export or a copy)."""
 
         return self.db.read(lambda s: study_items(s, study))
+
+    def fill_counts(self, study: str) -> list[FillCounts]:
+        """Per system, how many of its outputs have an empty or an overlong fill (fills.py)."""
+        return fill_counts(*self.items(study))
 
     # ------------------------------------------------------------------ rater side
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotation_db import AnnotationError, check_study_name, safe_file_stem
+from annotation_db import AnnotationError, check_study_name, fill_summary, safe_file_stem
 from annotation_db import read_items as read_item_file
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import write_report
@@ -145,6 +145,8 @@ class AdminHandlers(ModelCalls):
         )
         if resuming:
             msg += f" Resumed: {reused} outputs had been made before the restart."
+        with user_errors():
+            msg += " " + fill_summary(self.store.fill_counts(info.name))
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
 
     def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
@@ -217,7 +219,8 @@ class AdminHandlers(ModelCalls):
         ]
         summary = (
             f"{p.judgments_done} of {p.judgments_needed} judgments ({p.share_done:.0%}); "
-            f"{p.items_complete} of {p.n_items} items complete; status {p.status}."
+            f"{p.items_complete} of {p.n_items} items complete; status {p.status}. "
+            + fill_summary(self.store.fill_counts(study))
         )
         return AdminProgress(summary, rows)
 

@@ -17,7 +17,7 @@ import sys
 
 from tqdm import tqdm
 
-from annotation_db import AnnotationError, AnnotationStore
+from annotation_db import AnnotationError, AnnotationStore, fill_summary
 from annotation_db.planner import plan_study, power_at
 from magnet_model.errors import MagnetError
 from magnet_model.settings import ModelSpec, add_model_args
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_span_tokens=preset.max_span_tokens,
                 progress=progress,
             )
+            fills = fill_summary(store.fill_counts(info.name))
     except (AnnotationError, MagnetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         f"created study {info.name!r}: {info.n_items} items, {info.n_gold} attention checks, "
         f"systems {info.systems}" + (f" ({reused} outputs reused)" if reused else "")
     )
+    print(fills)
     return 0
 
 

@@ -127,7 +127,7 @@ def prompted_lane(
             )
             visible += [True] * len(new)
             out, reason, n_written = yield from answer_steps(
-                runner, logits, len(ids), limit, s, stop, visible
+                runner, logits, len(ids), limit, s, stop, visible, pieces[k], pieces[k + 1]
             )
             answer, joined = prompts.read_answer(out, pieces[k], pieces[k + 1])
             answers.append(answer)
@@ -149,36 +149,107 @@ def prompted_lane(
     return lane
 
 
+MAX_REFUSED_ENDS = 32  # an answer that has not begun refuses at most this many ends per step
+
+
 def answer_steps(
-    runner: Runner, logits, pos: int, limit: int, s: Sampling, stop: set[int], visible: list
+    runner: Runner,
+    logits,
+    pos: int,
+    limit: int,
+    s: Sampling,
+    stop: set[int],
+    visible: list,
+    left: str = "",
+    right: str = "",
 ) -> Generator:
     """Generate an answer until a stop token or a line break -> (text, reason, tokens
-    written): reason 'end' when the model stopped, 'max' when the limit cut it.
+    written): reason 'end' when the model stopped, 'max' when the limit cut it, 'joined' when
+    the reply ran into the text after the blank (left/right: the text around the blank).
 
-    limit counts every generated token (leading blank lines and spaces too: they cost a
-    step each); visible: the lane's keys this answer may attend to (grown in place)."""
+    Two rules keep a reply from ending with nothing to fill the blank (prompts.read_answer
+    reads the answer from the reply so far):
+    - an answer may not end before it has begun: a preamble ("The text is:") or a copy of
+      the text before the blank, followed by a line break or the end of the turn, would leave
+      the blank empty, so that end is refused and the model's next choice is taken;
+    - a reply that still leaves the blank empty (it skipped the blank, running into the text
+      after it, or spent the whole limit copying the text before it) is written again from
+      the start, where the answer may not begin with the first token of the text after the
+      blank or of the text before it (the tokens that begin such a skip or copy).
+
+    limit counts every generated token of one attempt (leading blank lines and spaces too:
+    they cost a step each); visible: the lane's keys this answer may attend to (grown in
+    place; a discarded attempt's keys are hidden)."""
+    first = logits.clone()
+    start_pos, start_keys = pos, len(visible)
+    text, reason, n = yield from _attempt(runner, logits, pos, limit, s, stop, visible, left, right)
+    if not prompts.read_answer(text, left, right)[0]:
+        visible[start_keys:] = [False] * (len(visible) - start_keys)
+        not_first = sorted(
+            {*_first_tokens(runner.tokenizer, right), *_first_tokens(runner.tokenizer, left)}
+        )
+        text, reason, n = yield from _attempt(
+            runner, first, start_pos, limit, s, stop, visible, left, right, not_first
+        )
+    return text, reason, n
+
+
+def _first_tokens(tokenizer, text: str) -> list[int]:
+    """The first token of text, as it is tokenized at the start of a reply and after a space."""
+    text = text.strip()
+    if not text:
+        return []
+    firsts = (tokenizer(t, add_special_tokens=False).input_ids[:1] for t in (text, " " + text))
+    return sorted({ids[0] for ids in firsts if ids})
+
+
+def _attempt(
+    runner: Runner,
+    logits,
+    pos: int,
+    limit: int,
+    s: Sampling,
+    stop: set[int],
+    visible: list,
+    left: str,
+    right: str,
+    not_first: Sequence[int] = (),
+) -> Generator:
+    """One reply (see answer_steps); not_first: tokens the answer may not begin with."""
+    tok = runner.tokenizer
     out: list[int] = []
     count = 0
     banned = [i for i in runner.special_ids(runner.roles(None)) if i not in stop]
     while True:
-        logits = logits.float()
+        logits = logits.float().clone()
         logits[..., banned] = float("-inf")  # no special token is answer text
-        tok = int(s.pick(logits)[0])
-        if tok in stop:
+        begun = bool(prompts.read_answer(tok.decode(out), left, right)[0])
+        if not begun and not_first:
+            logits[..., list(not_first)] = float("-inf")
+        for _ in range(MAX_REFUSED_ENDS):
+            t = int(s.pick(logits)[0])
+            piece = tok.decode([t])
+            ends = t in stop or (bool(out) and "\n" in piece)
+            if begun or not ends:
+                break
+            logits[..., t] = float("-inf")  # an answer may not end before it has begun
+        if t in stop:
             reason = "end"
             break
         count += 1
-        piece = runner.tokenizer.decode([tok])
         # leading blank lines or spaces: the answer has not started yet
         if out or piece.strip():
             if "\n" in piece:
                 reason = "end"
                 break
-            out.append(tok)
+            out.append(t)
+            if right.strip() and prompts.read_answer(tok.decode(out), left, right)[1]:
+                reason = "joined"
+                break
         if count >= limit:
             reason = "max"
             break
-        logits = yield Feed([tok], [pos], causal_see(visible, 1), [0])
+        logits = yield Feed([t], [pos], causal_see(visible, 1), [0])
         visible.append(True)
         pos += 1
-    return runner.tokenizer.decode(out), reason, len(out)
+    return tok.decode(out), reason, len(out)

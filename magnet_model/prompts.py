@@ -95,6 +95,7 @@ _PREAMBLE = re.compile(
 )
 _PUNCT = ".,;:!?"
 _QUOTES = "\"'`“”‘’"
+_DOUBLE_QUOTES = '"“”'
 
 
 def parse_answer(raw: str, left: str, right: str) -> str:
@@ -121,4 +122,18 @@ def read_answer(raw: str, left: str, right: str) -> tuple[str, bool]:
         answer = answer[: answer.index(tail)].strip()
     if tail[:1] in _PUNCT:  # the text goes on with punctuation: the answer must not end one
         answer = answer.rstrip(_PUNCT).rstrip()
+    answer = _drop_unpaired_quotes(answer)
+    if not any(c.isalnum() for c in answer):  # quotes or punctuation alone fill nothing
+        answer = ""
     return answer, joined
+
+
+def _drop_unpaired_quotes(answer: str) -> str:
+    """A double quote left over from a copied context (the closing quote of the text before
+    the blank, the opening one of the text after it) at either end, when the answer holds an
+    odd number of that quote (apostrophes are left alone: "students'", "'90s")."""
+    if answer and answer[0] in _DOUBLE_QUOTES and answer.count(answer[0]) % 2:
+        answer = answer[1:].lstrip()
+    if answer and answer[-1] in _DOUBLE_QUOTES and answer.count(answer[-1]) % 2:
+        answer = answer[:-1].rstrip()
+    return answer

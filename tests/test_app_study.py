@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -110,3 +111,23 @@ def test_report_download(engine, tmp_path):
     assert "Study report: rep-1" in page and "Example items" in page
     with pytest.raises(gr.Error, match="no study"):
         app.admin_report(True, "nope", -1)
+
+
+def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, monkeypatch):
+    """An empty fill is stored (it is the system's output) but never silently: the creation
+    message and the study's progress count them per system."""
+    app = make_app(tmp_path, engine)
+    real = app.compare_infill
+
+    def zero_shot_says_nothing(text, systems, decoding):
+        results = real(text, systems, decoding)
+        return [
+            replace(r, spans=[replace(s, text="") for s in r.spans]) if sys_ == "zero-shot" else r
+            for sys_, r in zip(systems, results, strict=True)
+        ]
+
+    monkeypatch.setattr(app, "compare_infill", zero_shot_says_nothing)
+    msg, _ = app.admin_create(True, "empties", _items_file(tmp_path, 2), 2,
+                              ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    assert "zero-shot: 2 of 2 empty" in msg and "magnet: 0 of 2 empty" in msg
+    assert "zero-shot: 2 of 2 empty" in app.admin_progress(True, "empties").summary

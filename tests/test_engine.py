@@ -527,6 +527,65 @@ def test_prompted_answers_never_contain_a_special_token(engine, tok):
     assert text == tok.decode([cat, sat]) and reason == "max" and written == 2
 
 
+def _ranked(vocab: int, ts: list[int]) -> torch.Tensor:
+    """(1, vocab) logits that rank the tokens ts first, in that order."""
+    x = torch.zeros(1, vocab)
+    for rank, t in enumerate(ts):
+        x[0, t] = 10.0 - rank
+    return x
+
+
+def _drive_reply(engine, first: list[int], plan: dict, left: str, right: str, visible: list):
+    """answer_steps from logits ranking `first`; after each fed token, the logits ranking
+    plan[(position, token)] (greedy). -> (text, reason, written)."""
+    vocab = len(engine.tokenizer)
+    eos = engine.tokenizer.eos_token_id
+    s = Sampling().start()
+    logits = _ranked(vocab, first)
+    steps = answer_steps(engine.runner, logits, 5, 8, s, {eos}, visible, left, right)
+    try:
+        feed = next(steps)
+        while True:
+            feed = steps.send(_ranked(vocab, plan[(feed.positions[0], feed.ids[0])]))
+    except StopIteration as done:
+        return done.value
+
+
+def test_prompted_answer_may_not_end_before_it_has_begun(engine, tok):
+    """A reply that copies the text before the blank and then wants to stop (or a preamble
+    followed by a line break) would leave the blank empty: that end is refused and the
+    model's next choice is written."""
+    eos = tok.eos_token_id
+    the, cat, sat = tok("the cat sat", add_special_tokens=False).input_ids
+    plan = {(5, the): [cat], (6, cat): [eos, sat], (7, sat): [eos]}
+    text, reason, written = _drive_reply(engine, [the], plan, "the cat ", " on the mat .", [])
+    assert (reason, written) == ("end", 3)
+    assert prompts.read_answer(text, "the cat ", " on the mat .") == ("sat", False)
+
+
+def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
+    """The reply runs straight into the text after the blank (nothing for the blank): it is
+    written again from the start, where the answer may not begin with the first token of the
+    text after the blank; the first attempt's keys are hidden."""
+    eos = tok.eos_token_id
+    on, the, mat, sat = tok("on the mat sat", add_special_tokens=False).input_ids
+    plan = {(5, on): [the], (6, the): [mat], (5, sat): [eos]}
+    visible = [True] * 5
+    text, reason, written = _drive_reply(
+        engine, [on, sat], plan, "the cat ", " on the mat", visible
+    )
+    assert (text, reason, written) == ("sat", "end", 1)
+    assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
+
+
+def test_prompted_answer_of_quotes_alone_is_empty():
+    """A stray quote left from a copied context is not an answer, nor part of one."""
+    left, right = 'He said "stop." ', " Then he left."
+    assert prompts.read_answer('"', left, right) == ("", False)
+    assert prompts.read_answer('" She ran.', left, right) == ("She ran.", False)
+    assert prompts.read_answer("students' books", "the ", " are here") == ("students' books", False)
+
+
 def test_prompted_reply_running_into_the_right_context_is_joined():
     assert prompts.read_answer("sat on the mat . the dog", "the cat ", " on the mat .") == (
         "sat",
