@@ -51,7 +51,13 @@ from .errors import (
     UnknownTokenError,
     UnsupportedError,
 )
-from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
+from .gold import (
+    GOLD_CORRUPTED,
+    GOLD_ORIGINAL,
+    fill_blanks,
+    held_out_gold_items,
+    make_gold_items,
+)
 from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
 from .queries import label_of
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
@@ -124,6 +130,7 @@ __all__ = [
     "fill_blanks",
     "label_of",
     "likert",
+    "held_out_gold_items",
     "make_gold_items",
     "preference",
     "read_items",
