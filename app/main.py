@@ -385,20 +385,28 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
     # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
     # original spans) are deleted an hour after they were made, checked every 10 minutes.
-    with gr.Blocks(title="MAGNET", delete_cache=UPLOAD_CACHE) as demo:
-        gr.Markdown(
-            "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
-            f"and embeds sentences. Base model: {model}; adapters: {adapters}."
-            + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
-            + " Raters: open the invite link you were sent."
-        )
+    # A study deployment (MAGNET_DEMO=false) serves no demo: nothing where a rater could rerun
+    # an item, and no model name in the page's title.
+    with gr.Blocks(
+        title="MAGNET" if app.settings.demo else "Rating", delete_cache=UPLOAD_CACHE
+    ) as demo:
+        if app.settings.demo:
+            gr.Markdown(
+                "# MAGNET\nOne decoder LLM that infills (left and right context), continues "
+                f"text and embeds sentences. Base model: {model}; adapters: {adapters}."
+                + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
+                + " Raters: open the invite link you were sent."
+            )
+        else:
+            gr.Markdown("# Rating studies\nRaters: open the invite link you were sent.")
         demo.load(None, js=REDIRECT_JS)  # an old invite link (/?token=...) opens /rate
-        with gr.Tab("Infill", id="infill"):
-            _infill_tab(app)
-        with gr.Tab("Continue", id="continue"):
-            _continue_tab(app)
-        with gr.Tab("Search", id="search"):
-            _search_tab(app)
+        if app.settings.demo:
+            with gr.Tab("Infill", id="infill"):
+                _infill_tab(app)
+            with gr.Tab("Continue", id="continue"):
+                _continue_tab(app)
+            with gr.Tab("Search", id="search"):
+                _search_tab(app)
         if app.settings.admin_password:
             with gr.Tab("Admin", id="admin"):
                 _admin_tab(app)
@@ -468,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         else f"off (spaces {'installed' if has_spaces() else 'not installed'})",
     )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
+    log.info("Demo tabs: %s", "on" if settings.demo else "off (MAGNET_DEMO=false: a study runs)")
     app = MagnetApp(
         engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
     )
