@@ -53,7 +53,13 @@ from .errors import (
     UnsupportedError,
 )
 from .fills import OVERLONG_RATIO, FillCounts, fill_counts, fill_summary
-from .gold import GOLD_CORRUPTED, GOLD_ORIGINAL, fill_blanks, make_gold_items
+from .gold import (
+    GOLD_CORRUPTED,
+    GOLD_ORIGINAL,
+    fill_blanks,
+    held_out_gold_items,
+    make_gold_items,
+)
 from .io import export_rows, read_items, read_outputs, safe_file_stem, write_items
 from .queries import label_of
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
@@ -130,6 +136,7 @@ __all__ = [
     "fill_summary",
     "label_of",
     "likert",
+    "held_out_gold_items",
     "make_gold_items",
     "preference",
     "read_items",

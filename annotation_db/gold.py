@@ -4,6 +4,11 @@ fills (the hidden spans of other documents), so a careful rater can always tell 
 A check must look like any other item: it shows as many outputs as the regular items do, and
 its passage is not one of the study's items (a rater who saw the passage twice, once with the
 true words, would spot the check). Build checks from passages kept out of the study.
+
+``held_out_gold_items`` is the stricter builder the app uses: every fill of every check comes
+from its own held-out passage (a wrong fill is never a rated item's hidden original and never
+shown in two checks), and the fills' lengths follow those of the study's system outputs, so a
+check cannot be told by how long its fills are.
 """
 
 from __future__ import annotations
@@ -87,6 +92,98 @@ def make_gold_items(
         )
         for j, donor in enumerate(rng.sample(head, n_outputs - 1)):
             d_orig = _spans(donor)
+            wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
+            outs.append(
+                OutputIn(
+                    key,
+                    GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}",
+                    fill_blanks(it.text, wrong, blank),
+                    wrong,
+                    gold_role="corrupted",
+                )
+            )
+    return gold_items, outs
+
+
+def _words(spans: Sequence[str]) -> int:
+    return sum(len(s.split()) for s in spans)
+
+
+def _targets(lengths: Sequence[int], n: int, rng: random.Random) -> list[int]:
+    """n word counts drawn like ``lengths``, stratified: the i-th is a random one of the i-th
+    n-th of ``lengths`` in sorted order; returned in random order."""
+    ordered = sorted(lengths) or [1]
+    out = [
+        ordered[min(int((i + rng.random()) / n * len(ordered)), len(ordered) - 1)] for i in range(n)
+    ]
+    rng.shuffle(out)
+    return out
+
+
+def held_out_gold_items(
+    pool: Sequence[ItemIn],
+    n: int,
+    *,
+    blank: str,
+    lengths: Sequence[int],
+    n_outputs: int = 2,
+    seed: int = 0,
+    prefix: str = "gold-",
+) -> tuple[list[ItemIn], list[OutputIn]]:
+    """``n`` attention checks of ``n_outputs`` outputs each, every fill from its own passage.
+
+    ``pool``: held-out passages with their original span(s), none of them an item of the
+    study. Each check is one pool passage with its original, and ``n_outputs - 1`` wrong
+    fills: the originals of other pool passages, each used once in the whole study. Which
+    passage plays which part is chosen so that the fills' word counts follow ``lengths`` (the
+    word counts of the study's system fills): a check's fills are as long as an item's.
+    """
+    if n < 1:
+        return [], []
+    if n_outputs < 2:
+        raise InvalidInputError("an attention check needs at least two outputs")
+    free = [it for it in pool if it.original and not it.is_gold]
+    need = n * n_outputs
+    if len(free) < need:
+        raise InvalidInputError(
+            f"{n} attention check(s) with {n_outputs} outputs need {need} held-out passages "
+            f"with their original span (one per fill, none of them rated); {len(free)} given: "
+            "give more passages or fewer checks"
+        )
+    rng = random.Random(seed)
+    rng.shuffle(free)  # ties in length are broken at random
+    targets = _targets(lengths, need, rng)
+    seen_spans: set[tuple[str, ...]] = set()
+
+    def take(target: int, avoid_source: str | None) -> ItemIn:
+        best = min(
+            (it for it in free if tuple(_spans(it)) not in seen_spans),
+            key=lambda it: (abs(_words(_spans(it)) - target), it.source == avoid_source),
+            default=None,
+        )
+        if best is None:
+            raise InvalidInputError(
+                f"{n} attention check(s) need {need} different original spans; the held-out "
+                "passages repeat some: give more passages or fewer checks"
+            )
+        free.remove(best)
+        seen_spans.add(tuple(_spans(best)))
+        return best
+
+    gold_items, outs = [], []
+    for c in range(n):
+        mine = targets[c * n_outputs : (c + 1) * n_outputs]
+        it = take(mine[0], None)
+        orig = _spans(it)
+        key = f"{prefix}{it.key}"
+        gold_items.append(ItemIn(key, it.text, orig, it.source, is_gold=True))
+        outs.append(
+            OutputIn(
+                key, GOLD_ORIGINAL, fill_blanks(it.text, orig, blank), orig, gold_role="original"
+            )
+        )
+        for j, target in enumerate(mine[1:]):
+            d_orig = _spans(take(target, it.source))
             wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
             outs.append(
                 OutputIn(

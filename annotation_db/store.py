@@ -103,6 +103,17 @@ def _shuffle_key(rater: Rater):  # noqa: ANN202 - a SQL expression
     return ((x * x) % _PRIME * literal(m2, BigInteger) + literal(a2, BigInteger)) % _PRIME
 
 
+def _check_due(seed: int, position: int, done: int, left: int, regular_left: int) -> bool:
+    """Whether a rater's item at ``position`` is an attention check: the positions the rater
+    may fill (those so far and every item still open to them) are cut into as many equal
+    slices as there are checks, and the check of each slice falls on a position of it drawn
+    once per rater. So checks are spread over a rater's items (never bunched at the start)
+    and still at no position a rater could learn."""
+    width = (position - 1 + left + regular_left) / (done + left)
+    u = random.Random(f"{seed}:check:{done}").random()
+    return position >= int((done + u) * width) + 1
+
+
 class AnnotationStore:
     """Entry point of the package. ``AnnotationStore()`` opens the store named by the settings."""
 
@@ -381,11 +392,17 @@ class AnnotationStore:
         position = (last or 0) + 1
         rng = random.Random(f"{rater.seed}:{position}")
         if gold:
-            # Spread attention checks evenly: pick one with probability gold left / all left.
             n_regular = s.scalar(
                 eligible(rater, study, gold=False).with_only_columns(func.count(Item.id))
             )
-            if item_id is None or rng.random() < len(gold) / (len(gold) + n_regular):
+            n_checked = s.scalar(
+                select(func.count(Assignment.id))
+                .join(Item, Item.id == Assignment.item_id)
+                .where(Assignment.rater_id == rater.id, Item.is_gold.is_(True))
+            )
+            due = _check_due(rater.seed, position, n_checked or 0, len(gold), n_regular or 0)
+            rng.random()  # the draw the old rule made: the output orders below stay as they were
+            if item_id is None or due:
                 item_id = gold[0]
         s.execute(update(Item).where(Item.id == item_id).values(n_assigned=Item.n_assigned + 1))
         output_ids = list(

@@ -117,37 +117,60 @@ class AdminHandlers(ModelCalls):
                 f"The file is larger than {self.settings.max_upload_mb} MB.", print_exception=False
             )
 
-        def make_items() -> tuple:
+        def make_items() -> studies.StudyMaterial:
             uploaded = read_item_file(upload) if upload else None
             return studies.study_items(item_kind, int(n_items), n_gold, len(systems), uploaded)
 
+        def work(report) -> tuple:
+            with user_errors():  # the libraries' errors as their one sentence
+                return studies.build_study(
+                    self.engine,
+                    self._study_compare,
+                    self.store,
+                    name,
+                    make_items,
+                    systems,
+                    questions=list(questions or ["appropriate"]),
+                    raters_per_item=int(raters_per_item),
+                    instructions=instructions or "",
+                    max_span_tokens=int(max_span),
+                    progress=report,
+                )
+
+        # The generation runs in a thread of its own: it goes on when this tab is closed, and
+        # clicking create again while it runs follows the same job.
+        job = self.study_jobs.start(name, work)
         progress(0, desc="Generating outputs")
-        with user_errors():
-            info, reused = studies.build_study(
-                self.engine,
-                self.compare_infill,
-                self.store,
-                name,
-                make_items,
-                systems,
-                questions=list(questions or ["appropriate"]),
-                raters_per_item=int(raters_per_item),
-                instructions=instructions or "",
-                max_span_tokens=int(max_span),
-                progress=lambda done, total: progress(
-                    done / max(total, 1), desc=f"Outputs {done}/{total}"
-                ),
+        while not job.wait(0.5):
+            progress(
+                job.done / max(job.total, 1),
+                desc=f"Outputs {job.done}/{job.total} (generating in the background: closing "
+                "this tab does not stop it)",
             )
+        if job.error is not None:
+            if name not in studies.unfinished(self.store):  # refused before any output
+                raise gr.Error(job.error, print_exception=False)
+            raise gr.Error(
+                f"The generation of '{name}' stopped: {job.error.rstrip('.')}. The outputs made "
+                "so far are kept: click create with the same name to resume.",
+                print_exception=False,
+            )
+        info, reused = job.info, job.reused
         msg = (
             f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
             f"({render.plural(info.n_gold, 'attention check')}), systems "
             f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
         )
-        if resuming:
+        if reused:
             msg += f" Resumed: {reused} outputs had been made before the restart."
         with user_errors():
             msg += " " + fill_summary(self.store.fill_counts(info.name))
         return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
+
+    def _study_compare(self, text: str, systems: list[str], decoding: dict) -> list:
+        """One item of a study: it waits while visitors' model calls run, then runs."""
+        self.model_gate.background_turn()
+        return self.compare_infill(text, systems, decoding)
 
     def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
         """The paper's protocol in the form (item kind, items, systems, questions, raters,
@@ -188,13 +211,22 @@ class AdminHandlers(ModelCalls):
 
     def admin_unfinished(self, authorized: bool) -> str:
         self._admin(authorized)
-        names = studies.unfinished(self.store)
-        if not names:
-            return ""
-        return (
-            "Stopped while generating (type the same name and click create to resume): "
-            + ", ".join(names)
-        )
+        lines, stopped = [], []
+        for name in studies.unfinished(self.store):
+            job = self.study_jobs.get(name)
+            if job is not None and job.running:
+                done = f"{job.done}/{job.total}"
+                lines.append(f"{name}: generating in the background, {done} outputs.")
+            elif job is not None and job.error:
+                stopped.append(f"{name} (stopped: {job.error})")
+            else:
+                stopped.append(name)
+        if stopped:
+            lines.append(
+                "Stopped while generating (type the same name and click create to resume): "
+                + ", ".join(stopped)
+            )
+        return "\n\n".join(lines)
 
     def admin_invite(
         self, authorized: bool, study: str, names: str, request: gr.Request | None = None

@@ -45,6 +45,35 @@ class DemoHandlers(ModelCalls):
 
     # ---------------------------------------------------------------- Infill tab
 
+    def _infill_input(self, text: str, max_span: float) -> tuple[str, int]:
+        text = self.check_text(text, "text")
+        if MARKER not in text:
+            raise gr.Error(
+                f"The text has no blank; put {MARKER} where words are missing.",
+                print_exception=False,
+            )
+        max_span = int(max_span)
+        if not 1 <= max_span <= self.settings.max_span_tokens:
+            raise gr.Error(
+                f"The span length must be 1 to {self.settings.max_span_tokens} tokens.",
+                print_exception=False,
+            )
+        return text, max_span
+
+    def infill_check(
+        self,
+        text: str,
+        sampling: str = "greedy",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: float | None = None,
+        max_span: float = 16,
+        blind: bool = False,
+    ) -> None:
+        """The input checks of infill, run at once, outside the model's queue (the page calls
+        this first): a bad text is told in a moment even while the model is busy."""
+        self._infill_input(text, max_span)
+
     def infill(
         self,
         text: str,
@@ -59,18 +88,7 @@ class DemoHandlers(ModelCalls):
         """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
         highlighted text, info), then the blind-vote state, the vote row's visibility and the
         reveal text."""
-        text = self.check_text(text, "text")
-        if MARKER not in text:
-            raise gr.Error(
-                f"The text has no blank; put {MARKER} where words are missing.",
-                print_exception=False,
-            )
-        max_span = int(max_span)
-        if not 1 <= max_span <= self.settings.max_span_tokens:
-            raise gr.Error(
-                f"The span length must be 1 to {self.settings.max_span_tokens} tokens.",
-                print_exception=False,
-            )
+        text, max_span = self._infill_input(text, max_span)
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
         if decoding["do_sample"] or blind:
             decoding.update(
@@ -199,6 +217,25 @@ class DemoHandlers(ModelCalls):
 
     # ---------------------------------------------------------------- Continue tab
 
+    def continue_check(
+        self,
+        prompt: str,
+        max_new_tokens: float = 48,
+        sampling: str = "greedy",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: float | None = None,
+    ) -> tuple[str, int]:
+        """The input checks of continue_, also run at once outside the model's queue."""
+        prompt = self.check_text(prompt, "prompt")
+        n = int(max_new_tokens)
+        if not 1 <= n <= self.settings.max_new_tokens:
+            raise gr.Error(
+                f"The length must be 1 to {self.settings.max_new_tokens} tokens.",
+                print_exception=False,
+            )
+        return prompt, n
+
     def continue_(
         self,
         prompt: str,
@@ -210,17 +247,12 @@ class DemoHandlers(ModelCalls):
     ) -> Iterator[ContinueView]:
         """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
         each step a column (text, stats) per system."""
-        prompt = self.check_text(prompt, "prompt")
-        n = int(max_new_tokens)
-        if not 1 <= n <= self.settings.max_new_tokens:
-            raise gr.Error(
-                f"The length must be 1 to {self.settings.max_new_tokens} tokens.",
-                print_exception=False,
-            )
+        prompt, n = self.continue_check(prompt, max_new_tokens)
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
             kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
-        yield from self.compare_continue(prompt, kw)
+        with self.model_gate.interactive():  # a study being generated waits for it
+            yield from self.compare_continue(prompt, kw)
 
     # ---------------------------------------------------------------- Search tab
 
@@ -243,10 +275,15 @@ class DemoHandlers(ModelCalls):
         self, query: str, upload: str | None = None, k: float = 5, progress=PROGRESS
     ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
-        query = self.check_text(query, "query")
+        query = self.search_check(query)
         corpus = self.corpus(upload)
         k = max(1, min(int(k), 20, len(corpus)))
-        return self.compare_search(query, corpus, k, progress)
+        with self.model_gate.interactive():  # a study being generated waits for it
+            return self.compare_search(query, corpus, k, progress)
+
+    def search_check(self, query: str, upload: str | None = None, k: float = 5) -> str:
+        """The query's checks, also run at once outside the model's queue."""
+        return self.check_text(query, "query")
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

@@ -9,6 +9,7 @@ wiring and start-up.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -96,6 +97,23 @@ INSERT_BLANK_JS = f"""(t) => {{
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind MODEL
+# Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
+STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
+# The input checks of a model call run at once, outside the queue: "The text is empty." never
+# waits behind a long generation; the model call follows only when they pass.
+CHECK = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
+
+
+def _check_only(fn):
+    """fn run for its checks (a gr.Error) only; what it returns is not shown."""
+
+    @functools.wraps(fn)
+    def run(*args) -> None:
+        fn(*args)
+
+    return run
+
+
 UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
@@ -143,6 +161,8 @@ def _infill_tab(app: MagnetApp) -> None:
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
     fill.click(
+        _check_only(app.infill_check), inputs=[text, *decoding, max_span, blind], **CHECK
+    ).success(
         gradio_fn(app.infill),
         inputs=[text, *decoding, max_span, blind],
         outputs=InfillView.wire(columns=columns, state=state, vote_row=vote_row, reveal=reveal),
@@ -172,7 +192,7 @@ def _continue_tab(app: MagnetApp) -> None:
                 gr.Markdown(f"### {TITLES[system]}")
                 text = gr.Textbox(label="Continuation", lines=8)
                 columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
-    run.click(
+    run.click(_check_only(app.continue_check), inputs=[prompt, length, *decoding], **CHECK).success(
         gradio_fn(app.continue_),
         inputs=[prompt, length, *decoding],
         outputs=ContinueView.wire(columns=columns),
@@ -215,7 +235,7 @@ def _search_tab(app: MagnetApp) -> None:
                         )
                     )
     overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
-    run.click(
+    run.click(_check_only(app.search_check), inputs=[query, upload, k], **CHECK).success(
         gradio_fn(app.search),
         inputs=[query, upload, k],
         outputs=SearchView.wire(tables=tables, overlap=overlap, note=note),
@@ -354,7 +374,7 @@ def _admin_tab(app: MagnetApp) -> None:
         inputs=[authorized, name, upload, n_items, systems, questions, raters, n_gold]
         + [instructions, span, item_kind],
         outputs=[create_msg, study],
-        **MODEL,
+        **STUDY,
     )
     report.click(
         app.admin_report, inputs=[authorized, study, report_share], outputs=files, **RATING
@@ -385,20 +405,28 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
     # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
     # original spans) are deleted an hour after they were made, checked every 10 minutes.
-    with gr.Blocks(title="MAGNET", delete_cache=UPLOAD_CACHE) as demo:
-        gr.Markdown(
-            "# MAGNET\nOne decoder LLM that infills (left and right context), continues text "
-            f"and embeds sentences. Base model: {model}; adapters: {adapters}."
-            + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
-            + " Raters: open the invite link you were sent."
-        )
+    # A study deployment (MAGNET_DEMO=false) serves no demo: nothing where a rater could rerun
+    # an item, and no model name in the page's title.
+    with gr.Blocks(
+        title="MAGNET" if app.settings.demo else "Rating", delete_cache=UPLOAD_CACHE
+    ) as demo:
+        if app.settings.demo:
+            gr.Markdown(
+                "# MAGNET\nOne decoder LLM that infills (left and right context), continues "
+                f"text and embeds sentences. Base model: {model}; adapters: {adapters}."
+                + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
+                + " Raters: open the invite link you were sent."
+            )
+        else:
+            gr.Markdown("# Rating studies\nRaters: open the invite link you were sent.")
         demo.load(None, js=REDIRECT_JS)  # an old invite link (/?token=...) opens /rate
-        with gr.Tab("Infill", id="infill"):
-            _infill_tab(app)
-        with gr.Tab("Continue", id="continue"):
-            _continue_tab(app)
-        with gr.Tab("Search", id="search"):
-            _search_tab(app)
+        if app.settings.demo:
+            with gr.Tab("Infill", id="infill"):
+                _infill_tab(app)
+            with gr.Tab("Continue", id="continue"):
+                _continue_tab(app)
+            with gr.Tab("Search", id="search"):
+                _search_tab(app)
         if app.settings.admin_password:
             with gr.Tab("Admin", id="admin"):
                 _admin_tab(app)
@@ -468,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         else f"off (spaces {'installed' if has_spaces() else 'not installed'})",
     )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
+    log.info("Demo tabs: %s", "on" if settings.demo else "off (MAGNET_DEMO=false: a study runs)")
     app = MagnetApp(
         engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
     )

@@ -80,7 +80,8 @@ class ModelCalls(Services):
         """All three infills of one comparison, run as one batch by the engine (one GPU
         call); Unavailable for a system that is not loaded or failed."""
         ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
-        out = self.compare_infill(text, ready, decoding) if ready else []
+        with self.model_gate.interactive():  # a study being generated waits for it
+            out = self.compare_infill(text, ready, decoding) if ready else []
         done = dict(zip(ready, out, strict=True))
         errors = [r for r in out if isinstance(r, MagnetError)]
         if errors and len(errors) == len(out):

@@ -149,6 +149,7 @@ class RaterView(Outputs):
     preference: Any = None  # gr.update of the "which is best" question
     comment: Any = None
     submit: Any = None
+    title: str = "Rating"  # the browser tab's title: the study's name, never a system's
 
 
 @dataclass

@@ -15,6 +15,7 @@ import logging
 import gradio as gr
 
 from annotation_db import RaterItem, StorageError
+from annotation_db.queries import label_of
 
 from . import rating_form, render
 from .outputs import RaterPage, RaterSlot, RaterView
@@ -26,20 +27,34 @@ log = logging.getLogger("app")
 RATER_PATH = "rate"  # the rater-only page; invite links open it
 MAX_OUTPUTS = 4  # output slots on the rater page
 MAX_LIKERT = 2  # Likert questions per output on the rater page
+# The page's radios are built with every value any item can have, and each item only shows its
+# own: Gradio checks a value against the choices the page was built with when the server has
+# no per-session state (after a restart), so an open page keeps working across one.
+LIKERT_RANGE = (0, 10)  # the widest 0-10 scale; a study's Likert scale lies inside it
+PREFERENCE_CODES = (*[label_of(i) for i in range(MAX_OUTPUTS)], "tie", "all_bad")
+LIKERT_CODES = tuple(str(v) for v in range(LIKERT_RANGE[0], LIKERT_RANGE[1] + 1))
 
 
 class RaterHandlers(Services):
     """What the rater's page (/rate) calls."""
 
-    def rate_load(self, token_box: str | None, request: gr.Request | None = None) -> RaterPage:
-        """On page load: the token of an invite link (?token=...) opens the session."""
+    def rate_load(
+        self,
+        token_box: str | None,
+        request: gr.Request | None = None,
+        saved: dict | None = None,
+    ) -> RaterPage:
+        """On page load: the token of an invite link (?token=...) opens the session. saved:
+        the answers ticked before a reload, as the page keeps them in the browser
+        ({"item": shown-item id, "values": [...]}, in the order rate_submit takes them); put
+        back when they belong to the item shown."""
         token = (token_box or "").strip()
         if not token and request is not None:
             token = dict(getattr(request, "query_params", {}) or {}).get("token", "")
         if not token:
             hint = "Open your invite link, or paste its token."
             return RaterPage(token, self._rater_view(None, None, hint))
-        return RaterPage(token, self.rate_open(token))
+        return RaterPage(token, _restore(self.rate_open(token), saved))
 
     def rate_open(self, token: str) -> RaterView:
         """Open a rater's session and show their current (or next) item."""
@@ -52,9 +67,20 @@ class RaterHandlers(Services):
             prog = self.store.rater_progress(token)
         head = f"Study: {session.study} — rater: {session.display_name}\n\n{session.instructions}"
         if not session.is_open:
-            return self._rater_view(None, head, "This study is closed. Thank you!")
+            closed = "This study is closed. Thank you!"
+            return self._rater_view(None, head, closed, title=session.study)
         if item is not None:
             n_likert = sum(q.kind == "likert" for q in item.questions)
+            lo, hi = LIKERT_RANGE
+            if any(
+                q.kind == "likert" and not lo <= q.scale_min < q.scale_max <= hi
+                for q in item.questions
+            ):
+                raise gr.Error(
+                    f"This study asks a question on a scale outside {lo}-{hi}, which this page "
+                    "cannot show. Ask the study's organiser to use a smaller scale.",
+                    print_exception=False,
+                )
             if len(item.outputs) > MAX_OUTPUTS or n_likert > MAX_LIKERT:
                 raise gr.Error(
                     f"This study shows {len(item.outputs)} outputs and {n_likert} 1-5 questions "
@@ -64,7 +90,7 @@ class RaterHandlers(Services):
                 )
         status = f"{prog.done} of {prog.total} done"
         status += " — all done, thank you!" if prog.finished else ""
-        return self._rater_view(item, head, status, token)
+        return self._rater_view(item, head, status, token, title=session.study)
 
     @staticmethod
     def _shown_item_id(token: str, item: RaterItem | None) -> str:
@@ -87,10 +113,16 @@ class RaterHandlers(Services):
         return int(aid)
 
     def _rater_view(
-        self, item: RaterItem | None, head: str | None, status: str, token: str = ""
+        self,
+        item: RaterItem | None,
+        head: str | None,
+        status: str,
+        token: str = "",
+        title: str | None = None,
     ) -> RaterView:
         """Head, status, shown-item id, item text, then per output slot its visibility, title,
-        highlighted text, appropriate and Likert questions; then preference, comment, submit."""
+        highlighted text, appropriate and Likert questions; then preference, comment, submit,
+        and the browser tab's title (the study's name: never the model's)."""
         slots: list[RaterSlot] = []
         qs = item.questions if item else []
         has = {q.kind for q in qs}
@@ -144,6 +176,7 @@ class RaterHandlers(Services):
             ),
             comment=gr.update(visible="comment" in has and item is not None, value=""),
             submit=gr.update(visible=item is not None),
+            title=title or "Rating",
         )
 
     def rate_submit(self, token: str, shown_item: str | None, *values) -> RaterView:
@@ -196,6 +229,39 @@ class RaterHandlers(Services):
                     print_exception=False,
                 ) from None
         return self.rate_open(token)
+
+
+def _restore(view: RaterView, saved: dict | None) -> RaterView:
+    """The view with the answers ``saved`` in the browser put back, when they were ticked on
+    the item the view shows; a value that is not one of its question's choices is left out."""
+    if not isinstance(saved, dict) or not view.shown_item or saved.get("item") != view.shown_item:
+        return view
+    values = saved.get("values")
+    if not isinstance(values, list) or len(values) != MAX_OUTPUTS * (1 + MAX_LIKERT) + 2:
+        return view
+
+    def put(update, value):
+        if not isinstance(update, dict) or value is None or not update.get("visible", True):
+            return update
+        if isinstance(value, str) and "choices" in update:
+            allowed = [c[1] if isinstance(c, tuple | list) else c for c in update["choices"]]
+            if value not in allowed:
+                return update
+        elif not isinstance(value, str):
+            return update
+        return {**update, "value": value}
+
+    per_slot = 1 + MAX_LIKERT
+    for i, slot in enumerate(view.slots):
+        vals = values[i * per_slot : (i + 1) * per_slot]
+        if vals[0] in ("Yes", "No"):
+            slot.appropriate = put(slot.appropriate, vals[0])
+        slot.likert = [put(u, v) for u, v in zip(slot.likert, vals[1:], strict=True)]
+    preference, comment = values[-2:]
+    view.preference = put(view.preference, preference)
+    if isinstance(comment, str) and isinstance(view.comment, dict) and view.comment.get("visible"):
+        view.comment = {**view.comment, "value": comment[:2000]}
+    return view
 
 
 def _mac(token: str, message: str) -> str:

@@ -17,7 +17,8 @@ import gradio as gr
 
 from .handlers import MagnetApp
 from .outputs import RaterPage, RaterSlot, RaterView, as_values
-from .rater import MAX_LIKERT, MAX_OUTPUTS, RATER_PATH
+from .rater import LIKERT_CODES, MAX_LIKERT, MAX_OUTPUTS, PREFERENCE_CODES, RATER_PATH
+from .render import choices
 
 RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind the model
 # Old invite links (/?token=...) open the demo page: send them here, keeping the token.
@@ -28,6 +29,13 @@ REDIRECT_JS = f"""() => {{
     window.location.replace(base + '/{RATER_PATH}?token=' + encodeURIComponent(t));
   }}
 }}"""
+# The answers ticked on the page, kept in the browser (localStorage) as they are ticked, so a
+# reload, or a restart of the server, does not lose them: {"item": shown-item id, "values":
+# [...]} in the order rate_submit takes them. Not a secret: they are the rater's own answers in
+# their own browser; the key is fixed so that a restarted server can still read them.
+SAVED_ANSWERS = {"storage_key": "magnet-rate-answers", "secret": "rate-answers-kept-in-browser"}
+SAVE_JS = "(item, ...values) => [{item: item, values: values}]"
+TITLE_JS = "(t) => { document.title = t || 'Rating'; }"
 
 
 def _message(text: str) -> str:
@@ -72,19 +80,23 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
                 title = gr.Markdown(elem_classes="rate-out-title")
                 shown = gr.HTML(elem_classes="filled-box")
                 appropriate = gr.Radio(["Yes", "No"], label="Appropriate?", visible=False)
-                likerts = [gr.Radio([], visible=False) for _ in range(MAX_LIKERT)]
+                likerts = [gr.Radio(list(LIKERT_CODES), visible=False) for _ in range(MAX_LIKERT)]
             slots.append(
                 RaterSlot.wire(
                     visible=group, title=title, shown=shown, appropriate=appropriate, likert=likerts
                 )
             )
             answers += [appropriate, *likerts]
-        preference = gr.Radio([], label="Which output is best?", visible=False)
+        preference = gr.Radio(
+            choices(PREFERENCE_CODES), label="Which output is best?", visible=False
+        )
         comment = gr.Textbox(label="Comment (optional)", visible=False, max_length=2000)
         message = gr.HTML(elem_id="rate-message")
         submit = gr.Button(
             "Submit and next", variant="primary", visible=False, elem_id="rate-submit"
         )
+        title = gr.Textbox(visible="hidden", elem_id="rate-title")
+        saved = gr.BrowserState({}, **SAVED_ANSWERS)
         view = RaterView.wire(
             head=head,
             status=status,
@@ -94,15 +106,20 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
             preference=preference,
             comment=comment,
             submit=submit,
+            title=title,
         )
 
-        def rate_page_load(token_box: str | None, request: gr.Request):
-            out = _inline(app.rate_load, 1 + len(view))(token_box, request)
+        def rate_page_load(token_box: str | None, kept: dict | None, request: gr.Request):
+            out = _inline(app.rate_load, 1 + len(view))(token_box, request, kept)
             opened = not out[-1] and bool(out[0])  # a token that opened a session
             return (*out, gr.update(visible=not opened))
 
         page_view = [*RaterPage.wire(token=token, view=view), message, token_row]
-        demo.load(rate_page_load, inputs=token, outputs=page_view, **RATING)
+        demo.load(rate_page_load, inputs=[token, saved], outputs=page_view, **RATING)
+        title.change(None, inputs=title, js=TITLE_JS)  # in the browser only
+        for box in [*answers, preference, comment]:  # in the browser only, as they are ticked
+            box.input(None, inputs=[shown_item, *answers, preference, comment], outputs=saved,
+                      js=SAVE_JS)  # fmt: skip
         open_btn.click(
             _inline(app.rate_open, len(view)), inputs=token, outputs=[*view, message], **RATING
         )

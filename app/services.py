@@ -23,6 +23,7 @@ from magnet_model import search
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 
+from .jobs import ModelGate, StudyJobs
 from .security import LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
@@ -78,6 +79,9 @@ class Services:
     # system names shown (a blind vote on one of them is flagged)
     shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
     cuda_inside_calls: bool = False  # ZeroGPU: the model moves to the GPU inside each call
+    # studies generated in the background; demo calls go first between their items
+    study_jobs: StudyJobs = field(default_factory=StudyJobs)
+    model_gate: ModelGate = field(default_factory=ModelGate)
 
     def availability(self, system: str) -> Unavailable | None:
         """None when the system can run, else why it cannot (shown in its column)."""

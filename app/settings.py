@@ -60,6 +60,11 @@ class AppSettings(MagnetSettings):
     admin_password: str | None = Field(
         None, description="password of the Admin tab; unset: no Admin tab"
     )
+    demo: bool = Field(
+        True,
+        description="serve the demo tabs (Infill, Continue, Search); `false` while a study "
+        "runs: only `/rate` and Admin are served, so no rater can rerun an item in the demo",
+    )
     max_input_tokens: int = Field(
         512, ge=16, le=32768, description="longest infill text, prompt or query"
     )

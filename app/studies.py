@@ -5,10 +5,12 @@ Text handling and bookkeeping only; the model calls go through the engine.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
+import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from annotation_db import (
     AnnotationStore,
@@ -16,10 +18,11 @@ from annotation_db import (
     ItemIn,
     OutputIn,
     StudyInfo,
+    fill_blanks,
     finish_draft,
     get_draft,
+    held_out_gold_items,
     list_drafts,
-    make_gold_items,
     save_output,
     start_draft,
 )
@@ -33,6 +36,13 @@ from .render import model_name
 MARKER = "[blank]"
 INFILL_SYSTEMS = ("magnet", "zero-shot", "five-shot")
 ITEM_KINDS = ("words", "sentence")  # built-in items: 2-5 words blanked, or one whole sentence
+# Study outputs are sampled (as the arena's blind runs are), each item with a seed derived from
+# a per-study secret, so that pasting an item into the demo does not reproduce its outputs and
+# so tell which system wrote which. The seeds are stored with the outputs (admin exports only).
+STUDY_TEMPERATURE, STUDY_TOP_P = 0.7, 0.9
+# Attention checks: held-out passages per fill of a check, to choose lengths from.
+CHECK_POOL_FACTOR = 4
+CHECK_SPAN_WORDS = (1, 15)  # a built-in check's span: as long as a system's fill may be
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,10 @@ def _whole_sentences(text: str) -> bool:
     return bool(re.match(r"[\"'(A-Z0-9]", text)) and bool(re.search(r"[.!?][\"')]?$", text))
 
 
-def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
-    """n held-out Wikipedia passages, each with one span of 2-5 words blanked."""
+def builtin_items(
+    n: int, seed: int = 0, max_chars: int = 400, words: tuple[int, int] = (2, 5)
+) -> list[ItemIn]:
+    """n held-out Wikipedia passages, each with one span of 2-5 words (``words``) blanked."""
     from magnet_model.data import wikipedia_paragraphs
     from magnet_model.search import cut_passage
 
@@ -104,7 +116,7 @@ def builtin_items(n: int, seed: int = 0, max_chars: int = 400) -> list[ItemIn]:
         passage = cut_passage(para, max_chars)
         if not _whole_sentences(passage):
             continue
-        made = blank_words(passage, rng)
+        made = blank_words(passage, rng, *words)
         if made:
             items.append(ItemIn(f"wiki-{len(items) + 1}", made[0], [made[1]], "wikipedia"))
         if len(items) >= n:
@@ -157,6 +169,20 @@ def _output(item: ItemIn, system: str, r: InfillResult, engine: Engine, decoding
     )
 
 
+@dataclass(frozen=True)
+class StudyMaterial:
+    """What a study is made of before any output exists: the items to rate, and the held-out
+    passages its attention checks are made from once the outputs exist (their fills must be as
+    long as the systems' fills, ``annotation_db.held_out_gold_items``)."""
+
+    items: list[ItemIn]
+    check_pool: list[ItemIn]
+    n_gold: int
+    n_outputs: int
+    # built-in word spans: each pool passage is blanked anew at a length the systems wrote
+    reblank: bool = False
+
+
 def study_items(
     kind: str,
     n_items: int,
@@ -164,30 +190,69 @@ def study_items(
     n_systems: int,
     uploaded: Sequence[ItemIn] | None = None,
     seed: int = 0,
-) -> tuple[list[ItemIn], list[ItemIn], list[OutputIn]]:
-    """(items, attention-check items, their outputs). The checks are made from passages that
-    are not items of the study (a rater must not meet a check's passage again as a regular
-    item), with as many outputs as a regular item shows."""
+) -> StudyMaterial:
+    """The items and the attention checks' pool. The pool's passages are not items of the
+    study, and none has a rated item's passage or original span: a rater must not meet a
+    check's passage again as a regular item, nor see a rated item's hidden original as a wrong
+    fill. Refused here, before any generation, when the pool is too small."""
+    n_outputs = max(n_systems, 2)  # as many outputs as a regular item shows
+    need = n_gold * n_outputs  # one held-out passage per fill of every check
+    want = max(need * CHECK_POOL_FACTOR, need + 20) if n_gold else 0
     if uploaded is not None:
         every = blank_uploaded(uploaded)
+        items, pool = every[:n_items], every[n_items:]
     elif kind == "sentence":
-        every = sentence_items(n_items + 2 * n_gold, seed)
+        every = sentence_items(n_items + want, seed)
+        items, pool = every[:n_items], every[n_items:]
     elif kind == "words":
-        every = builtin_items(n_items + 2 * n_gold, seed)
+        items = builtin_items(n_items, seed)
+        # the same passages in the same order, blanked anew; those rated are dropped below
+        pool = builtin_items(n_items + want, seed, words=CHECK_SPAN_WORDS) if want else []
     else:
         raise InvalidInputError(f"unknown kind of item {kind!r}; use one of {ITEM_KINDS}")
-    items, spare = every[:n_items], every[n_items:]
     if not items:
         raise InvalidInputError("No usable item: texts need a [blank] or at least 11 words.")
-    if n_gold > len([it for it in spare if it.original]):
+    rated_passages = {_passage(it) for it in items}
+    rated_spans = {s.strip() for it in items for s in _spans(it)}
+    pool = [
+        it
+        for it in pool
+        if it.original
+        and _passage(it) not in rated_passages
+        and not any(s.strip() in rated_spans for s in _spans(it))
+    ]
+    if n_gold and len(pool) < need:
         raise InvalidInputError(
-            f"{n_gold} attention check(s) need {n_gold} more items with their original "
-            f"span than the {len(items)} rated ones; upload more or lower the number."
+            f"{n_gold} attention check(s) with {n_outputs} outputs need {need} passages with "
+            f"their original span besides the {len(items)} rated ones (one per fill, so that no "
+            f"wrong fill is a rated item's original); there are {len(pool)}: upload more "
+            "or lower the number."
         )
-    gold_items, gold_outputs = make_gold_items(
-        spare, n_gold, blank=MARKER, n_outputs=max(n_systems, 2), donors=items
-    )
-    return items, gold_items, gold_outputs
+    reblank = uploaded is None and kind == "words"
+    return StudyMaterial(items, pool, n_gold, n_outputs, reblank=reblank)
+
+
+def _spans(it: ItemIn) -> list[str]:
+    return [it.original] if isinstance(it.original, str) else list(it.original or [])
+
+
+def _passage(it: ItemIn) -> str:
+    """The whole text of an item, its blanks filled with its original (or left blank)."""
+    spans = _spans(it)
+    if it.text.count(MARKER) != len(spans):
+        return it.text
+    return fill_blanks(it.text, spans, MARKER)
+
+
+def _fill_words(outputs: Sequence[OutputIn]) -> list[int]:
+    """The word count of each output's fills (all its blanks together)."""
+    return [sum(len(f.split()) for f in o.fills or []) for o in outputs]
+
+
+def item_seed(study_seed: int, key: str) -> int:
+    """An item's sampling seed: from the study's hidden seed and the item's key (56 bits)."""
+    digest = hashlib.sha256(f"{study_seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:7], "little")
 
 
 def unfinished(store: AnnotationStore) -> list[str]:
@@ -200,7 +265,7 @@ def build_study(
     compare: Callable[[str, list[str], dict], list],
     store: AnnotationStore,
     name: str,
-    make_items: Callable[[], tuple[list[ItemIn], list[ItemIn], list[OutputIn]]],
+    make_items: Callable[[], StudyMaterial],
     systems: Sequence[str],
     *,
     questions: Sequence[str],
@@ -211,40 +276,54 @@ def build_study(
 ) -> tuple[StudyInfo, int]:
     """Generate every system's output for every item, then create the study.
 
-    ``make_items()`` -> (items, attention-check items, their outputs); ``compare(text,
+    ``make_items()`` -> the items and the checks' pool (``study_items``); ``compare(text,
     systems, decoding)`` runs an item's systems as one batch (one GPU call). Each output is
     stored the moment it exists (``annotation_db.drafts``); if a study of this name was being
     generated when the app stopped, its stored items, checks, settings and outputs are used and
     only the missing outputs are made (``make_items`` is not called). Returns the study and how
     many outputs were already there.
+
+    Outputs are sampled (``STUDY_TEMPERATURE``, ``STUDY_TOP_P``), each item with its own seed
+    from the study's hidden seed: the demo cannot reproduce them. The attention checks are made
+    once every output exists, their fills as long as the systems' fills.
     """
     name = (name or "").strip()
     if name in unfinished(store):
         draft = get_draft(store, name)
     else:
-        items, gold_items, gold_outputs = make_items()
+        made = make_items()
         settings = {
             "questions": list(questions),
             "instructions": instructions,
             "raters_per_item": int(raters_per_item),
             "max_span_tokens": int(max_span_tokens),
+            "decoding": {
+                "do_sample": True,
+                "temperature": STUDY_TEMPERATURE,
+                "top_p": STUDY_TOP_P,
+                "max_span_tokens": int(max_span_tokens),
+            },
+            "seed": secrets.randbits(62),  # hidden: never shown, not even to the admin
+            "n_gold": made.n_gold,
+            "n_outputs": made.n_outputs,
+            "check_pool": [asdict(it) for it in made.check_pool],
+            "check_reblank": made.reblank,
         }
-        draft = start_draft(
-            store,
-            name,
-            items,
-            list(systems),
-            settings,
-            extra_items=gold_items,
-            extra_outputs=gold_outputs,
-        )
-    decoding = {"do_sample": False, "max_span_tokens": int(draft.settings["max_span_tokens"])}
+        draft = start_draft(store, name, made.items, list(systems), settings)
+    # A draft from before sampled studies keeps the greedy decoding it was started with.
+    decoding = dict(
+        draft.settings.get("decoding")
+        or {"do_sample": False, "max_span_tokens": int(draft.settings["max_span_tokens"])}
+    )
     reused = done = len(draft.outputs)
     total = draft.n_needed
     if progress:
         progress(done, total)
     for item, todo in draft.missing:  # an item's missing systems run as one batch
-        results = compare(item.text, todo, decoding)
+        run = dict(decoding)
+        if decoding.get("do_sample"):
+            run["seed"] = item_seed(draft.settings["seed"], item.key)
+        results = compare(item.text, todo, run)
         for system, r in zip(todo, results, strict=True):
             if isinstance(r, Exception):
                 raise r
@@ -252,4 +331,39 @@ def build_study(
             done += 1
             if progress:
                 progress(done, total)
-    return finish_draft(store, name), reused
+    gold_items, gold_outputs = _checks(store, name)
+    return finish_draft(store, name, gold_items, gold_outputs), reused
+
+
+def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[OutputIn]]:
+    """The attention checks of a draft whose outputs are all made: their fills as long as the
+    systems' fills (a draft from before this keeps the checks it was started with)."""
+    draft = get_draft(store, name)
+    n_gold = int(draft.settings.get("n_gold") or 0)
+    if not n_gold:
+        return [], []
+    pool = [ItemIn(**d) for d in draft.settings["check_pool"]]
+    lengths = _fill_words(draft.outputs)
+    seed = int(draft.settings["seed"]) % 2**32
+    if draft.settings.get("check_reblank"):
+        pool = _reblanked(pool, lengths, random.Random(seed))
+    return held_out_gold_items(
+        pool,
+        n_gold,
+        blank=MARKER,
+        lengths=lengths,
+        n_outputs=int(draft.settings["n_outputs"]),
+        seed=seed,
+    )
+
+
+def _reblanked(pool: Sequence[ItemIn], lengths: Sequence[int], rng: random.Random) -> list:
+    """Each built-in passage of the pool blanked anew: a run of as many words as a fill the
+    systems wrote, drawn at random from ``lengths`` (within ``CHECK_SPAN_WORDS``)."""
+    lo, hi = CHECK_SPAN_WORDS
+    out = []
+    for it in pool:
+        n = min(hi, max(lo, rng.choice(lengths) if lengths else lo))
+        made = blank_words(_passage(it), rng, n, n)
+        out.append(ItemIn(it.key, made[0], [made[1]], it.source) if made else it)
+    return out

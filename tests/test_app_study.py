@@ -23,12 +23,17 @@ def engine():
 
 
 VERBS = ("sat", "ran", "flew", "swam")
+SPARE = ("red", "blue", "green", "old")  # originals of passages beyond the first four
 
 
 def _items_file(tmp_path: Path, n: int) -> str:
     path = tmp_path / "items.jsonl"
     rows = [
-        {"key": f"k{i}", "text": f"the cat [blank] on the mat {i} .", "original": [VERBS[i % 4]]}
+        {
+            "key": f"k{i}",
+            "text": f"the cat [blank] on the mat {i} .",
+            "original": [(VERBS if i < 4 else SPARE)[i % 4]],
+        }
         for i in range(n)
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
@@ -64,7 +69,7 @@ def test_sentence_study_from_held_out_passages(engine, tmp_path):
 
 
 def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
-    upload = _items_file(tmp_path, 5)  # 4 rated, 1 left for the attention check
+    upload = _items_file(tmp_path, 6)  # 4 rated, 2 held out: the check's two fills
     app = make_app(tmp_path, engine)
     calls = []
     real = engine.compare_infill

@@ -263,3 +263,25 @@ def test_cli_closes_reopens_and_revokes(sqlite_store, adb, tmp_path, capsys):
     with pytest.raises(UnknownTokenError):
         sqlite_store.next_item(token)  # replaced again just above
     assert cli_main([*db, "new-link", "--study", "pilot", "999"]) == 2
+
+
+def test_attention_checks_are_spread_over_each_raters_items(sqlite_store, adb):
+    """2 checks among 7 items: each rater meets one in the first half of their items and one
+    in the second (never both at the start), at positions that differ between raters."""
+    items, outputs = adb.make_items(5)
+    g_items, g_outs = make_gold_items(_passages(4), 2, blank="___", n_outputs=3)
+    sqlite_store.create_study(
+        "s", items + g_items, outputs + g_outs, raters_per_item=40, questions=QS
+    )
+    seen = []
+    for inv in sqlite_store.invite_many("s", [f"r{i}" for i in range(40)]):
+        checks, position = [], 0
+        while (item := sqlite_store.next_item(inv.token)) is not None:
+            position += 1
+            if item.text.startswith("Passage p"):
+                checks.append(position)
+            sqlite_store.submit(inv.token, item.assignment_id, adb.answer_all(item))
+        assert position == 7 and len(checks) == 2
+        seen.append(tuple(checks))
+    assert all(first <= 4 <= second for first, second in seen), seen
+    assert len(set(seen)) > 3 and sum(first == 1 for first, _ in seen) < 20

@@ -1,0 +1,63 @@
+"""Issue 22 point 1: a study's outputs cannot be reproduced in the public demo (they are
+sampled with a hidden per-study seed), a study deployment can serve no demo at all, and the
+rater page's title names the study, never the model."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+from app_fixtures import make_app
+from tiny_models import tiny_engine
+
+from app import studies
+from app.main import build_demo
+
+SYSTEMS = ["magnet", "zero-shot", "five-shot"]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine()
+
+
+def test_pasting_an_item_into_the_demo_does_not_reproduce_its_outputs(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    app.admin_create(True, "s", None, 6, SYSTEMS, ["appropriate"], 1, 0, "", 8)
+    items, outputs = app.store.items("s")
+    assert all(o.decoding["do_sample"] for o in outputs)
+    assert all(o.decoding["temperature"] >= 0.7 and o.decoding["top_p"] >= 0.9 for o in outputs)
+    assert "seed" not in outputs[0].decoding  # the study's seed is not written anywhere
+    seeds = {o.item_key: o.seed for o in outputs}
+    assert len(set(seeds.values())) == len(items)  # one seed per item
+    same = 0
+    for it in items:  # what a rater who pastes the item into the demo gets (greedy)
+        demo = app._infill_all(it.text, {"max_span_tokens": 8, "do_sample": False})
+        for system, r in zip(studies.INFILL_SYSTEMS, demo, strict=True):
+            mine = next(o for o in outputs if o.item_key == it.key and o.system == system)
+            same += [s.text.strip() for s in r.spans] == list(mine.fills)
+    assert same <= len(outputs) // 3, same
+
+
+def test_a_study_deployment_serves_only_the_rater_page_and_admin(engine, tmp_path):
+    demo = build_demo(make_app(tmp_path, engine, demo=False))
+    assert [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)] == ["Admin"]
+    names = {d.name for d in demo.fns.values()}
+    assert not names & {"infill", "continue_", "search", "vote"}
+    assert "rate_submit" in names and "admin_create" in names
+    assert "magnet" not in demo.title.lower()
+    words = " ".join(
+        str(getattr(b, "value", "") or "") for b in demo.blocks.values() if not b.page
+    ).lower()
+    assert "infill" not in words and "smollm" not in words
+    assert build_demo(make_app(tmp_path, engine)).title == "MAGNET"  # the default: the demo
+
+
+def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    app.admin_create(True, "pilot study", None, 2, SYSTEMS[:2], ["appropriate"], 1, 0, "", 3)
+    token = app.store.invite("pilot study", "Ada").token
+    assert app.rate_open(token).title == "pilot study"
+    assert app.rate_load("", None).view.title == "Rating"
+    demo = build_demo(app)
+    titled = [d for d in demo.fns.values() if d.fn is None and d.js and "document.title" in d.js]
+    assert len(titled) == 1
