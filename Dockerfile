@@ -16,9 +16,11 @@ RUN apt-get update \
 # Spaces run the container as UID 1000.
 RUN useradd -m -u 1000 user
 USER user
+# A Space's page on huggingface.co shows the app in a frame; no other site may.
 ENV HOME=/home/user \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
+    MAGNET_FRAME_ANCESTORS=https://huggingface.co \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /home/user/app
