@@ -417,10 +417,12 @@ class UploadQuota:
 # -------------------------------------------------------------------- request guard
 
 
+# X-Forwarded-Proto is kept from anyone: Gradio builds https file URLs from it behind a proxy,
+# and a client that claims https only changes its own URLs (the scheme itself changes only
+# for a trusted proxy).
 FORWARDED_HEADERS = (
     b"x-forwarded-for",
     b"x-forwarded-host",
-    b"x-forwarded-proto",
     b"x-forwarded-port",
     b"x-forwarded-prefix",
     b"x-real-ip",

@@ -46,6 +46,9 @@ def server_process_env(environ: MutableMapping[str, str] | None = None) -> None:
 # the adapters shipped in adapters/ (trained on that GGUF's de-quantized weights).
 SPACE_BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SPACE_FRAME_ANCESTORS = "https://huggingface.co"  # a Space's page shows the app in a frame
+# Only Hugging Face's proxy reaches a Space's container, from a private address: its
+# X-Forwarded-For names the visitor, so per-address limits are per visitor, not one for all.
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 
 
 def space_env(
@@ -57,6 +60,7 @@ def space_env(
     environ = os.environ if environ is None else environ
     environ.setdefault("MAGNET_BASE_MODEL", SPACE_BASE_MODEL)
     environ.setdefault("MAGNET_FRAME_ANCESTORS", SPACE_FRAME_ANCESTORS)  # the Space's page
+    environ.setdefault("MAGNET_TRUSTED_PROXIES", SPACE_PROXIES)
     if environ["MAGNET_BASE_MODEL"] == SPACE_BASE_MODEL:
         shipped = ",".join(f"{n}={root / 'adapters' / n}" for n in ("magnet", "llm2vec"))
         environ.setdefault("MAGNET_ADAPTERS", shipped)
@@ -104,8 +108,8 @@ class AppSettings(MagnetSettings):
     trusted_proxies: str | None = Field(
         None,
         description="addresses or networks (comma-separated) of the reverse proxies whose "
-        "X-Forwarded-For/-Host/-Proto headers count; from anyone else they are dropped",
-        json_schema_extra={"shown_default": "none"},
+        "X-Forwarded-For/-Host headers count; from anyone else they are dropped",
+        json_schema_extra={"shown_default": "none (private networks on a Space)"},
     )
     frame_ancestors: str = Field(
         "'none'",

@@ -15,6 +15,7 @@ import asyncio
 import io
 import json
 import re
+from pathlib import Path
 
 import gradio as gr
 import httpx
@@ -37,7 +38,7 @@ from app.security import (
     UploadQuota,
     parse_networks,
 )
-from app.settings import proxy_env
+from app.settings import SPACE_PROXIES, proxy_env
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 
@@ -364,7 +365,7 @@ def test_forwarded_headers_count_only_from_a_configured_proxy():
     scope = {"client": ("127.0.0.1", 5000), "headers": headers}
     untrusted = _through_guard(scope)
     assert untrusted["client"] == ("127.0.0.1", 5000) and untrusted["scheme"] == "http"
-    assert [k for k, _ in untrusted["headers"]] == [b"host"]
+    assert [k for k, _ in untrusted["headers"]] == [b"x-forwarded-proto", b"host"]
     trusted = _through_guard(scope, trusted="127.0.0.1")
     assert trusted["client"][0] == "10.0.0.5" and trusted["scheme"] == "https"
     assert (b"x-forwarded-host", b"evil.example") in trusted["headers"]
@@ -373,6 +374,8 @@ def test_forwarded_headers_count_only_from_a_configured_proxy():
     assert hops["client"][0] == "198.51.100.7"  # the rightmost address a proxy added
     with pytest.raises(ValueError, match="not an IP address"):
         parse_networks("10.0.0.1, proxy.local")
+    docker = (Path(__file__).resolve().parent.parent / "Dockerfile").read_text()
+    assert f"MAGNET_TRUSTED_PROXIES={SPACE_PROXIES} " in docker  # both Space kinds alike
     env = {"FORWARDED_ALLOW_IPS": "127.0.0.1"}
     proxy_env(env)  # uvicorn's own rewriting is off; RequestGuard decides
     assert env["FORWARDED_ALLOW_IPS"] == ""

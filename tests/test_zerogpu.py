@@ -29,7 +29,7 @@ from app_fixtures import admin_request, make_app
 from tiny_models import save_tiny_model, tiny_engine
 
 from app import gpu
-from app.settings import SPACE_BASE_MODEL, space_env
+from app.settings import SPACE_BASE_MODEL, SPACE_PROXIES, space_env
 from magnet_model import search
 from magnet_model.settings import ModelSpec
 
@@ -194,6 +194,7 @@ def test_space_env_defaults_and_persistent_storage(tmp_path):
     assert env == {
         "MAGNET_BASE_MODEL": SPACE_BASE_MODEL,
         "MAGNET_FRAME_ANCESTORS": "https://huggingface.co",  # the Space's page frames the app
+        "MAGNET_TRUSTED_PROXIES": SPACE_PROXIES,  # Hugging Face's proxy, from a private address
         "MAGNET_ADAPTERS": f"magnet={tmp_path / 'repo/adapters/magnet'},"
         f"llm2vec={tmp_path / 'repo/adapters/llm2vec'}",
     }
