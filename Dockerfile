@@ -16,9 +16,13 @@ RUN apt-get update \
 # Spaces run the container as UID 1000.
 RUN useradd -m -u 1000 user
 USER user
+# A Space's page on huggingface.co shows the app in a frame; no other site may. Only the
+# Space's proxy reaches the container, from a private address (app.settings.SPACE_PROXIES).
 ENV HOME=/home/user \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
+    MAGNET_FRAME_ANCESTORS=https://huggingface.co \
+    MAGNET_TRUSTED_PROXIES=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /home/user/app

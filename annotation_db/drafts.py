@@ -20,6 +20,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .errors import DuplicateError, InvalidInputError, NotFoundError
 from .schema import Base, Study, utcnow
+from .validate import check_items, check_study_name
 from .views import ItemIn, OutputIn, StudyInfo
 
 if TYPE_CHECKING:
@@ -97,8 +98,10 @@ def start_draft(
     name = (name or "").strip()
     if not name:
         raise InvalidInputError("give the study a name")
+    name = check_study_name(name)  # before any generation, not at finish_draft
     if not items or not systems:
         raise InvalidInputError("a study needs at least one item and one system")
+    check_items([*items, *extra_items])  # sizes and characters too: a refusal costs no output
 
     def fn(s: Session) -> Draft:
         if s.scalar(select(Study.id).where(Study.name == name)) is not None:

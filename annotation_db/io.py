@@ -102,18 +102,23 @@ def read_records(path: Path, what: str) -> list[tuple[dict[str, Any], str]]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ImportFormatError(f"{where}: invalid JSON ({e.msg})") from e
+            except RecursionError:
+                raise ImportFormatError(f"{where}: JSON nested too deeply") from None
             if not isinstance(rec, dict):
                 raise ImportFormatError(f"{where}: each line must be a JSON object")
             out.append((rec, where))
     elif suffix == ".csv":
         reader = csv.DictReader(text.splitlines())
-        if not reader.fieldnames:
-            raise ImportFormatError(f"{path}: empty CSV (a header row is needed)")
-        for n, row in enumerate(reader, start=2):
-            where = f"{path}:{n}"
-            if None in row:
-                raise ImportFormatError(f"{where}: more cells than header columns")
-            out.append(({k: _csv_cell(k, v, where) for k, v in row.items() if v != ""}, where))
+        try:
+            if not reader.fieldnames:
+                raise ImportFormatError(f"{path}: empty CSV (a header row is needed)")
+            for n, row in enumerate(reader, start=2):
+                where = f"{path}:{n}"
+                if None in row:
+                    raise ImportFormatError(f"{where}: more cells than header columns")
+                out.append(({k: _csv_cell(k, v, where) for k, v in row.items() if v != ""}, where))
+        except csv.Error as e:  # a cell over the csv module's 128 KB limit, a stray NUL, ...
+            raise ImportFormatError(f"{path}:{reader.line_num}: unreadable CSV ({e})") from None
     else:
         raise ImportFormatError(f"{path}: use a .jsonl or .csv file for {what}s")
     if not out:

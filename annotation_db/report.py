@@ -114,6 +114,12 @@ def render_report(
 # ---------------------------------------------------------------------- sections
 
 
+def plot_label(text: str) -> str:
+    """``text`` as a Matplotlib label shows it: a '$' would start mathtext, and a system named
+    ``$\\undefinedmacro{x}$`` made every figure (and the whole report) fail."""
+    return text.replace("$", r"\$")
+
+
 def _pct(x: float | None) -> str:
     return "–" if x is None or x != x else f"{x:.1%}"
 
@@ -147,7 +153,7 @@ def _rates(res: StudyResults) -> list[str]:
     )
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.bar(
-        [s.system for s in rows],
+        [plot_label(s.system) for s in rows],
         [s.appropriate.share for s in rows],
         yerr=[
             [_below(s.appropriate.low, s.appropriate.share) for s in rows],
@@ -247,7 +253,7 @@ def _preferences(res: StudyResults) -> list[str]:
         fmt="o",
         capsize=4,
     )
-    ax.set_yticks(ys, [b.system for b in bt])
+    ax.set_yticks(ys, [plot_label(b.system) for b in bt])
     ax.axvline(0, color="#999", lw=0.8)
     ax.set_xlabel("Bradley–Terry log-strength")
     out.append(_img(fig, "Bradley-Terry strengths with intervals"))

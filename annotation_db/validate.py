@@ -33,6 +33,7 @@ MAX_TOKEN_CHARS = 200
 MAX_STUDY_NAME_CHARS = 100
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 but tab, LF, CR; DEL
 # A study name is also a file name (exports, backups): ASCII letters and digits, with
 # '-', '_', '.' or spaces inside; never '/', '\\', '..' or a leading dot.
 _STUDY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 _.-]*[A-Za-z0-9])?")
@@ -61,8 +62,11 @@ def check_study_name(v: Any) -> str:
 
 
 def check_encodable(v: str, what: str) -> str:
-    """Text that UTF-8 can store: a lone surrogate (from a broken copy-paste or a crafted
-    request) cannot be written to the database or a file."""
+    """Text that every backend can store: a lone surrogate (from a broken copy-paste or a
+    crafted request) cannot be written as UTF-8, and PostgreSQL refuses a NUL byte, which
+    would read as "the database is not writable" and fail the same way on every retry; the
+    other C0 control characters but tab and line breaks are refused with it, on every
+    backend alike."""
     try:
         v.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -70,6 +74,12 @@ def check_encodable(v: str, what: str) -> str:
             f"{what} contains a character that is not valid text (a lone surrogate at "
             f"position {e.start + 1}); remove it and try again"
         ) from None
+    bad = _CONTROL.search(v)
+    if bad:
+        raise InvalidInputError(
+            f"{what} contains a control character (U+{ord(bad.group()):04X}) at position "
+            f"{bad.start() + 1}; remove it and try again"
+        )
     return v
 
 
@@ -99,14 +109,15 @@ def spans(v: Sequence[str] | str | None, what: str) -> list[str] | None:
     if v is None:
         return None
     if isinstance(v, str):
-        return [v]
+        return [check_encodable(v, what)]
     if not all(isinstance(x, str) for x in v):
         raise InvalidInputError(f"{what} must be text or a list of texts")
-    return list(v)
+    return [check_encodable(x, what) for x in v]
 
 
-def check_items_outputs(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -> None:
-    """Validate everything before anything is written."""
+def check_items(items: Sequence[ItemIn]) -> set[str]:
+    """Each item's key, text, original and source (sizes, characters, duplicates), before any
+    output is made for it (a draft); returns the keys."""
     keys: set[str] = set()
     for it in items:
         check_name(it.key, "item key")
@@ -117,6 +128,12 @@ def check_items_outputs(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) ->
         spans(it.original, f"original of item {it.key!r}")
         if it.source is not None and (not isinstance(it.source, str) or len(it.source) > 500):
             raise InvalidInputError(f"source of item {it.key!r} must be text (<= 500 characters)")
+    return keys
+
+
+def check_items_outputs(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -> None:
+    """Validate everything before anything is written."""
+    keys = check_items(items)
     seen: set[tuple[str, str]] = set()
     roles: dict[str, list[str]] = {}
     for o in outputs:

@@ -11,64 +11,135 @@ import hmac
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from annotation_db import AnnotationError, check_study_name, fill_summary, safe_file_stem
 from annotation_db import read_items as read_item_file
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
-from annotation_db.report import write_report
+from annotation_db.report import plot_label, write_report
 from annotation_db.results import not_enough
 from magnet_model.systems import TITLES
 
 from . import render, studies
 from .model_calls import ModelCalls
-from .outputs import AdminLogin, AdminProgress, AdminResults, StudyForm
+from .outputs import AdminPanel, AdminProgress, AdminResults, StudyForm
 from .rater import RATER_PATH
-from .security import DOWNLOAD_ROUTE
+from .security import DOWNLOAD_ROUTE, cookie_of, session_cookie
 from .services import PROGRESS, client_of, user_errors
 
 log = logging.getLogger("app")
 
 STATUS_CHOICES = ("open", "closed", "draft")
+LOGGED_IN = "Logged in."
+NO_COOKIE = (
+    "The password was right, but this browser did not send the login cookie back: open the "
+    "app at its own address (not inside another page) and log in again."
+)
+
+
+@dataclass(frozen=True)
+class LoginResult:
+    """A password check: whether it was right, the one sentence to show, and the new
+    session's token (only on success; it goes into the cookie, nowhere else)."""
+
+    authorized: bool
+    message: str
+    session: str | None = None
 
 
 class AdminHandlers(ModelCalls):
     """What the Admin tab calls (it generates a study's outputs through model_calls)."""
 
-    def admin_login(self, password: str, request: gr.Request | None = None) -> AdminLogin:
-        """-> authorized, panel visibility, message, study list. Compared in constant time,
-        and only when this client (and the app as a whole) is not locked out after wrong
-        passwords; a refusal shows its one message and touches nothing else."""
+    def admin_login(self, password: str, request: object | None = None) -> LoginResult:
+        """Compared in constant time, and only when this client (and the app as a whole) is
+        not locked out after wrong passwords. The right password starts a session, whose token
+        the login route (session_endpoint) puts in an HttpOnly cookie; it never reaches a page
+        or a URL."""
         client = client_of(request)
         wait = self.login_throttle.wait_s(client)
         if wait > 0:
             log.warning("Admin login from %s refused: locked for %.0f s more", client, wait)
             msg = f"Too many wrong passwords; try again in {math.ceil(wait)} s."
-            return AdminLogin(False, gr.update(visible=False), msg, gr.skip())
+            return LoginResult(False, msg)
         want = self.settings.admin_password
-        given = (password or "").encode("utf-8", "surrogatepass")
+        given = (password if isinstance(password, str) else "").encode("utf-8", "surrogatepass")
         ok = bool(want) and hmac.compare_digest(given, want.encode("utf-8", "surrogatepass"))
         if ok:
             self.login_throttle.succeeded(client)
-            return AdminLogin(True, gr.update(visible=True), "", self.admin_studies(True))
+            log.info("Admin logged in from %s", client)
+            return LoginResult(True, LOGGED_IN, self.admin_sessions.start())
         if want:
             self.login_throttle.failed(client)
-        return AdminLogin(False, gr.update(visible=False), "Wrong password.", gr.skip())
+        return LoginResult(False, "Wrong password.")
 
-    def _admin(self, authorized: bool) -> None:
-        if not (authorized and self.settings.admin_password):
-            raise gr.Error("Log in as admin first.", print_exception=False)
+    async def session_endpoint(self, request: Request) -> Response:
+        """POST /admin-session {"password": ...}: the admin cookie on the right password;
+        DELETE /admin-session: log out (the session ends on the server, the cookie is
+        cleared). JSON only, so no other site's form can post here."""
+        headers = {"cache-control": "no-store"}
+        if not self.settings.admin_password:
+            return JSONResponse({"message": "Not found."}, status_code=404, headers=headers)
+        secure = request.url.scheme == "https" or (self.settings.public_url or "").startswith(
+            "https://"
+        )
+        if request.method == "DELETE":
+            self.admin_sessions.end(cookie_of(request))
+            out = JSONResponse({"ok": True, "message": "Logged out."}, headers=headers)
+            out.headers.append("set-cookie", session_cookie("", 0, secure))
+            return out
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        try:
+            body = await request.json() if kind == "application/json" else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            msg = 'Send {"password": ...} as application/json.'
+            return JSONResponse({"ok": False, "message": msg}, status_code=400, headers=headers)
+        login = self.admin_login(body.get("password"), request)
+        out = JSONResponse({"ok": login.authorized, "message": login.message}, headers=headers)
+        if login.session:
+            out.headers.append(
+                "set-cookie", session_cookie(login.session, self.admin_sessions.max_s, secure)
+            )
+        return out
 
-    def admin_studies(self, authorized: bool) -> gr.update:
-        self._admin(authorized)
+    def admin_panel(self, login_message: str = "", request: gr.Request | None = None) -> AdminPanel:
+        """After a login or logout on the page: the panel when this browser sent a live admin
+        cookie, else hidden (with why, when the password was right but no cookie came back)."""
+        if self._is_admin(request):
+            return AdminPanel(
+                gr.update(visible=True),
+                "",
+                self.admin_studies(request),
+                self.admin_unfinished(request),
+            )
+        msg = NO_COOKIE if login_message == LOGGED_IN else gr.skip()
+        return AdminPanel(gr.update(visible=False), msg, gr.skip(), "")
+
+    def _is_admin(self, request: object | None) -> bool:
+        return bool(self.settings.admin_password) and self.admin_sessions.valid(cookie_of(request))
+
+    def _admin(self, request: object | None) -> None:
+        if not self._is_admin(request):
+            raise gr.Error(
+                "Log in as admin first (a login ends after "
+                f"{self.settings.admin_idle_minutes} minutes unused, and at Log out).",
+                print_exception=False,
+            )
+
+    def admin_studies(self, request: gr.Request | None) -> gr.update:
+        self._admin(request)
         names = [s.name for s in self.store.list_studies()]
         return gr.update(choices=names, value=names[-1] if names else None)
 
     def admin_create(
         self,
-        authorized: bool,
+        request: gr.Request | None,
         name: str,
         upload: str | None,
         n_items: float,
@@ -85,7 +156,7 @@ class AdminHandlers(ModelCalls):
 
         Outputs are stored as they are made: after a restart, the same name resumes the
         generation with the items and settings it started with (studies.build_study)."""
-        self._admin(authorized)
+        self._admin(request)
         if not (name or "").strip():
             raise gr.Error("Give the study a name.", print_exception=False)
         with user_errors():
@@ -172,10 +243,10 @@ class AdminHandlers(ModelCalls):
         self.model_gate.background_turn()
         return self.compare_infill(text, systems, decoding)
 
-    def admin_preset(self, authorized: bool, preset: str = "paper") -> StudyForm:
+    def admin_preset(self, request: gr.Request | None, preset: str = "paper") -> StudyForm:
         """The paper's protocol in the form (item kind, items, systems, questions, raters,
         checks, max span, instructions); the study is made when the admin clicks create."""
-        self._admin(authorized)
+        self._admin(request)
         p = studies.PAPER
         return StudyForm(
             item_kind=p.item_kind,
@@ -209,8 +280,8 @@ class AdminHandlers(ModelCalls):
             return f"Planner: {e}"
         return line
 
-    def admin_unfinished(self, authorized: bool) -> str:
-        self._admin(authorized)
+    def admin_unfinished(self, request: gr.Request | None) -> str:
+        self._admin(request)
         lines, stopped = [], []
         for name in studies.unfinished(self.store):
             job = self.study_jobs.get(name)
@@ -228,11 +299,9 @@ class AdminHandlers(ModelCalls):
             )
         return "\n\n".join(lines)
 
-    def admin_invite(
-        self, authorized: bool, study: str, names: str, request: gr.Request | None = None
-    ) -> list[list[str]]:
+    def admin_invite(self, request: gr.Request | None, study: str, names: str) -> list[list[str]]:
         """One invite per line of names -> [[name, link]] (the only time tokens are shown)."""
-        self._admin(authorized)
+        self._admin(request)
         people = [n.strip() for n in (names or "").splitlines() if n.strip()]
         if not study or not people:
             raise gr.Error("Pick a study and type one rater name per line.", print_exception=False)
@@ -240,8 +309,8 @@ class AdminHandlers(ModelCalls):
             invites = self.store.invite_many(study, people)
         return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
 
-    def admin_progress(self, authorized: bool, study: str) -> AdminProgress:
-        self._admin(authorized)
+    def admin_progress(self, request: gr.Request | None, study: str) -> AdminProgress:
+        self._admin(request)
         with user_errors():
             p = self.store.progress(study)
         rows = [
@@ -256,17 +325,17 @@ class AdminHandlers(ModelCalls):
         )
         return AdminProgress(summary, rows)
 
-    def admin_results(self, authorized: bool, study: str) -> AdminResults:
+    def admin_results(self, request: gr.Request | None, study: str) -> AdminResults:
         """-> a table with n on every row, the results as JSON, a plot of the appropriate
         share per system with intervals."""
-        self._admin(authorized)
+        self._admin(request)
         with user_errors():
             res = self.store.results(study)
         return AdminResults(_results_rows(res), res.to_dict(), _rates_plot(res))
 
-    def admin_status(self, authorized: bool, study: str, status: str) -> str:
+    def admin_status(self, request: gr.Request | None, study: str, status: str) -> str:
         """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
-        self._admin(authorized)
+        self._admin(request)
         if not study or status not in STATUS_CHOICES:
             raise gr.Error("Pick a study and a status.", print_exception=False)
         with user_errors():
@@ -274,9 +343,9 @@ class AdminHandlers(ModelCalls):
         log.info("Study %r set to %s by the admin", info.name, info.status)
         return f"Study '{info.name}' is now {info.status}."
 
-    def admin_revoke(self, authorized: bool, study: str, rater_id: float | None) -> str:
+    def admin_revoke(self, request: gr.Request | None, study: str, rater_id: float | None) -> str:
         """Make one rater's invite link stop working (their answers so far are kept)."""
-        self._admin(authorized)
+        self._admin(request)
         rater = _rater_id(study, rater_id)
         with user_errors():
             r = self.store.revoke(study, rater)
@@ -286,15 +355,9 @@ class AdminHandlers(ModelCalls):
             f"their {r.done} answers are kept."
         )
 
-    def admin_new_link(
-        self,
-        authorized: bool,
-        study: str,
-        rater_id: float | None,
-        request: gr.Request | None = None,
-    ) -> str:
+    def admin_new_link(self, request: gr.Request | None, study: str, rater_id: float | None) -> str:
         """A new invite link for one rater (the old one stops working; answers are kept)."""
-        self._admin(authorized)
+        self._admin(request)
         rater = _rater_id(study, rater_id)
         with user_errors():
             inv = self.store.new_link(study, rater)
@@ -311,9 +374,9 @@ class AdminHandlers(ModelCalls):
         base = self.settings.public_url or _base_url(request)
         return f"{base}/{RATER_PATH}?token={token}"
 
-    def admin_export(self, authorized: bool, study: str, fmt: str) -> str:
+    def admin_export(self, request: gr.Request | None, study: str, fmt: str) -> str:
         """Write the ratings to a private file -> a single-use download link (Markdown)."""
-        self._admin(authorized)
+        self._admin(request)
         ext = {"csv": "csv", "jsonl": "jsonl"}.get(fmt)
         if not study or ext is None:
             raise gr.Error("Pick a study and a format (csv or jsonl).", print_exception=False)
@@ -321,9 +384,11 @@ class AdminHandlers(ModelCalls):
         with user_errors():
             return self._download_link(self.store.export(study, fmt, out))
 
-    def admin_report(self, authorized: bool, study: str, exclude_failing_share: float = -1) -> str:
+    def admin_report(
+        self, request: gr.Request | None, study: str, exclude_failing_share: float = -1
+    ) -> str:
         """The study's self-contained HTML report -> a single-use download link (Markdown)."""
-        self._admin(authorized)
+        self._admin(request)
         if not study:
             raise gr.Error("Pick a study.", print_exception=False)
         share = (
@@ -337,9 +402,9 @@ class AdminHandlers(ModelCalls):
                 write_report(self.store, study, out, exclude_failing_share=share)
             )
 
-    def admin_backup(self, authorized: bool) -> str:
+    def admin_backup(self, request: gr.Request | None) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""
-        self._admin(authorized)
+        self._admin(request)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         out = self.downloads.new_path(f"annotations-{stamp}.sqlite3")
         with user_errors():
@@ -421,7 +486,7 @@ def _rates_plot(res):
         [s.appropriate.share - s.appropriate.low for s in rows],
         [s.appropriate.high - s.appropriate.share for s in rows],
     ]
-    names = [f"{TITLES.get(s.system, s.system)}\nn = {s.appropriate.n}" for s in rows]
+    names = [f"{plot_label(TITLES.get(s.system, s.system))}\nn = {s.appropriate.n}" for s in rows]
     ax.bar(names, shares, yerr=err, capsize=4)
     ax.set_ylim(0, 1)
     ax.set_ylabel("judged appropriate")

@@ -80,7 +80,7 @@ class DemoHandlers(ModelCalls):
         sampling: str = "greedy",
         temperature: float = 1.0,
         top_p: float = 1.0,
-        seed: float | None = None,
+        seed: float | str | None = None,
         max_span: float = 16,
         blind: bool = False,
         request: gr.Request | None = None,
@@ -88,6 +88,7 @@ class DemoHandlers(ModelCalls):
         """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
         highlighted text, info), then the blind-vote state, the vote row's visibility and the
         reveal text."""
+        self.demo_call(request)
         text, max_span = self._infill_input(text, max_span)
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
         if decoding["do_sample"] or blind:
@@ -243,10 +244,12 @@ class DemoHandlers(ModelCalls):
         sampling: str = "greedy",
         temperature: float = 1.0,
         top_p: float = 1.0,
-        seed: float | None = None,
+        seed: float | str | None = None,
+        request: gr.Request | None = None,
     ) -> Iterator[ContinueView]:
         """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
         each step a column (text, stats) per system."""
+        self.demo_call(request)
         prompt, n = self.continue_check(prompt, max_new_tokens)
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
@@ -272,9 +275,15 @@ class DemoHandlers(ModelCalls):
             )
 
     def search(
-        self, query: str, upload: str | None = None, k: float = 5, progress=PROGRESS
+        self,
+        query: str,
+        upload: str | None = None,
+        k: float = 5,
+        progress=PROGRESS,
+        request: gr.Request | None = None,
     ) -> SearchView:
         """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
+        self.demo_call(request)
         query = self.search_check(query)
         corpus = self.corpus(upload)
         k = max(1, min(int(k), 20, len(corpus)))
@@ -296,19 +305,31 @@ def _default_corpus() -> search.Corpus:
 
 
 def _seed(seed: float | str | None) -> int | None:
-    """A seed from the page or the API: None (or negative) for a random one, else 0..MAX_SEED."""
-    if seed in (None, ""):
-        return None
-    try:
-        value = float(seed)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value) or value != int(value) or value > MAX_SEED:
+    """A seed from the page (text) or the API (text or a number): empty or negative for a
+    random one, else a whole number 0..MAX_SEED, compared as an integer (a float cannot hold
+    2**63 - 1); anything else is one sentence."""
+    if isinstance(seed, bool):
+        value = None
+    elif isinstance(seed, int):
+        value = seed
+    else:
+        text = "" if seed is None else str(seed).strip()
+        if text == "":
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                f = float(text)
+            except ValueError:
+                f = math.nan
+            value = int(f) if math.isfinite(f) and f == int(f) and abs(f) < 2**53 else None
+    if value is None or value > MAX_SEED:
         raise gr.Error(
             f"The seed must be a whole number from 0 to {MAX_SEED}, or -1 for a random one.",
             print_exception=False,
         )
-    return None if value < 0 else int(value)
+    return None if value < 0 else value
 
 
 def _infill_info(r, max_span: int) -> str:

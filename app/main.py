@@ -9,19 +9,23 @@ wiring and start-up.
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import logging
 import os
 import sys
 import time
+from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from annotation_db import AnnotationError, AnnotationStore
 from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
+from annotation_db.settings import load_store_settings
 from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.loading import load_model
@@ -35,7 +39,7 @@ from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
 from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS
 from .outputs import (
-    AdminLogin,
+    AdminPanel,
     AdminProgress,
     AdminResults,
     ContinueColumn,
@@ -46,15 +50,20 @@ from .outputs import (
     StudyForm,
     gradio_fn,
 )
+from .rater_page import RATING as RATING_EVENTS
 from .rater_page import REDIRECT_JS, add_rater_page
 from .render import QUESTION_LABELS, choices, model_description
 from .security import (
+    ADMIN_SESSION_ROUTE,
     DOWNLOAD_ROUTE,
     MAX_REQUEST_BYTES,
     UPLOAD_OVERHEAD_BYTES,
+    PrivateDownloads,
     RequestGuard,
+    UploadQuota,
+    parse_networks,
 )
-from .settings import AppSettings
+from .settings import AppSettings, proxy_env
 from .studies import INFILL_SYSTEMS, ITEM_KINDS, MARKER
 
 log = logging.getLogger("app")
@@ -96,7 +105,29 @@ INSERT_BLANK_JS = f"""(t) => {{
   return t.slice(0, s) + '{MARKER}' + t.slice(e);
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
-RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind MODEL
+# Ratings and admin work skip the queue: demo traffic can fill the queue (its size caps every
+# queued event together), and a rater's submit must never wait for it or fail with "queue full".
+RATING = RATING_EVENTS
+LOGIN_JS = f"""async (pw) => {{
+  try {{
+    const r = await fetch('{ADMIN_SESSION_ROUTE}', {{
+      method: 'POST', credentials: 'same-origin', headers: {{'content-type': 'application/json'}},
+      body: JSON.stringify({{password: pw || ''}})}});
+    const j = await r.json();
+    return ['', j.message || ''];
+  }} catch (e) {{
+    return ['', 'The server could not be reached; try again.'];
+  }}
+}}"""
+LOGOUT_JS = f"""async () => {{
+  try {{
+    await fetch('{ADMIN_SESSION_ROUTE}', {{method: 'DELETE', credentials: 'same-origin'}});
+    return 'Logged out.';
+  }} catch (e) {{
+    return 'The server could not be reached; try again.';
+  }}
+}}"""
+
 # Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
 STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
 # The input checks of a model call run at once, outside the queue: "The text is empty." never
@@ -122,7 +153,9 @@ def _decoding_controls(app: MagnetApp) -> list:
         sampling = gr.Radio(["greedy", "sampled"], value="greedy", label="Decoding")
         temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature")
         top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p")
-        seed = gr.Number(value=-1, precision=0, label="Seed (-1: random)")
+        # text, parsed as a whole number by the handler: a number box rounds through a float
+        # (2**63 - 1 became 2**63) and fails on "abc" before any handler could say why
+        seed = gr.Textbox(value="-1", label="Seed (-1: random)", max_lines=1)
     return [sampling, temperature, top_p, seed]
 
 
@@ -245,10 +278,10 @@ def _search_tab(app: MagnetApp) -> None:
 
 
 def _admin_tab(app: MagnetApp) -> None:
-    authorized = gr.State(False)
     with gr.Row():
         password = gr.Textbox(label="Admin password", type="password", scale=3, elem_id="admin-pw")
         login = gr.Button("Log in", scale=1)
+        logout = gr.Button("Log out", scale=1, size="sm", elem_id="admin-logout")
     login_msg = gr.Markdown()
     with gr.Column(visible=False) as panel:
         gr.Markdown("### New study")
@@ -332,29 +365,24 @@ def _admin_tab(app: MagnetApp) -> None:
             )
             report = gr.Button("HTML report", elem_id="admin-report")
         files = gr.Markdown()  # a single-use link to a private file, never a public file URL
+    # The password goes to the login route, which answers with an HttpOnly cookie; every
+    # admin handler checks that cookie (the page never holds a credential of its own).
+    panel_view = AdminPanel.wire(
+        panel=panel, message=login_msg, studies=study, unfinished=unfinished
+    )
     for event in (login.click, password.submit):  # the button, or Enter in the password box
-        event(
-            gradio_fn(app.admin_login),
-            inputs=password,
-            outputs=AdminLogin.wire(
-                authorized=authorized, panel=panel, message=login_msg, studies=study
-            ),
-            **RATING,
+        event(None, inputs=password, outputs=[password, login_msg], js=LOGIN_JS).then(
+            gradio_fn(app.admin_panel), inputs=login_msg, outputs=panel_view, **RATING
         )
-    set_status.click(
-        app.admin_status, inputs=[authorized, study, status], outputs=admin_msg, **RATING
+    logout.click(None, outputs=login_msg, js=LOGOUT_JS).then(
+        gradio_fn(app.admin_panel), inputs=login_msg, outputs=panel_view, **RATING
     )
-    new_link.click(
-        app.admin_new_link, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
-    )
-    revoke.click(
-        app.admin_revoke, inputs=[authorized, study, rater_id], outputs=admin_msg, **RATING
-    )
-    refresh.click(app.admin_studies, inputs=authorized, outputs=study, **RATING)
-    login.click(app.admin_unfinished, inputs=authorized, outputs=unfinished, **RATING)
+    set_status.click(app.admin_status, inputs=[study, status], outputs=admin_msg, **RATING)
+    new_link.click(app.admin_new_link, inputs=[study, rater_id], outputs=admin_msg, **RATING)
+    revoke.click(app.admin_revoke, inputs=[study, rater_id], outputs=admin_msg, **RATING)
+    refresh.click(app.admin_studies, outputs=study, **RATING)
     paper.click(
         gradio_fn(app.admin_preset),
-        inputs=authorized,
         outputs=StudyForm.wire(
             item_kind=item_kind,
             n_items=n_items,
@@ -371,29 +399,27 @@ def _admin_tab(app: MagnetApp) -> None:
         box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)
     create.click(
         app.admin_create,
-        inputs=[authorized, name, upload, n_items, systems, questions, raters, n_gold]
+        inputs=[name, upload, n_items, systems, questions, raters, n_gold]
         + [instructions, span, item_kind],
         outputs=[create_msg, study],
         **STUDY,
     )
-    report.click(
-        app.admin_report, inputs=[authorized, study, report_share], outputs=files, **RATING
-    )
-    invite.click(app.admin_invite, inputs=[authorized, study, names], outputs=links, **RATING)
+    report.click(app.admin_report, inputs=[study, report_share], outputs=files, **RATING)
+    invite.click(app.admin_invite, inputs=[study, names], outputs=links, **RATING)
     prog_btn.click(
         gradio_fn(app.admin_progress),
-        inputs=[authorized, study],
+        inputs=study,
         outputs=AdminProgress.wire(summary=prog_summary, rows=prog_rows),
         **RATING,
     )
     results_btn.click(
         gradio_fn(app.admin_results),
-        inputs=[authorized, study],
+        inputs=study,
         outputs=AdminResults.wire(table=results_table, results=results_json, plot=results_plot),
         **RATING,
     )
-    export.click(app.admin_export, inputs=[authorized, study, fmt], outputs=files, **RATING)
-    backup.click(app.admin_backup, inputs=authorized, outputs=files, **RATING)
+    export.click(app.admin_export, inputs=[study, fmt], outputs=files, **RATING)
+    backup.click(app.admin_backup, outputs=files, **RATING)
 
 
 def build_demo(app: MagnetApp) -> gr.Blocks:
@@ -435,16 +461,53 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
     return demo
 
 
-def server_app_kwargs(app: MagnetApp) -> dict:
-    """What the FastAPI app under Gradio gets: the request guard (body cap, Referrer-Policy)
-    and the route of the admin's single-use downloads."""
-    upload_cap = app.settings.max_upload_mb * 2**20 + UPLOAD_OVERHEAD_BYTES
+def server_app_kwargs(app: MagnetApp, upload_folder: Path | None = None) -> dict:
+    """What the FastAPI app under Gradio gets: the request guard (body cap, upload quota,
+    trusted proxies, security headers, closed Gradio routes), the admin's login route and the
+    route of the admin's single-use downloads."""
+    st = app.settings
+    upload_cap = st.max_upload_mb * 2**20 + UPLOAD_OVERHEAD_BYTES
+    uploads = UploadQuota(
+        per_client_bytes=st.upload_mb_per_hour * 2**20,
+        total_bytes=st.upload_mb_per_hour_total * 2**20,
+        folder=Path(upload_folder or get_upload_folder()),
+        min_free_bytes=st.upload_min_free_mb * 2**20,
+    )
+    guard = Middleware(
+        RequestGuard,
+        max_body_bytes=MAX_REQUEST_BYTES,
+        max_upload_bytes=upload_cap,
+        trusted_proxies=parse_networks(st.trusted_proxies or ""),
+        frame_ancestors=st.frame_ancestors,
+        uploads=uploads,
+    )
     return {
-        "middleware": [
-            Middleware(RequestGuard, max_body_bytes=MAX_REQUEST_BYTES, max_upload_bytes=upload_cap)
+        "middleware": [guard],
+        "routes": [
+            Route(f"/{DOWNLOAD_ROUTE}/{{ticket}}", app.downloads.endpoint),
+            Route(f"/{ADMIN_SESSION_ROUTE}", app.session_endpoint, methods=["POST", "DELETE"]),
         ],
-        "routes": [Route(f"/{DOWNLOAD_ROUTE}/{{ticket}}", app.downloads.endpoint)],
     }
+
+
+def check_upload_disk(upload_folder: Path, store: AnnotationStore) -> None:
+    """Say at start-up when uploads land on the rating database's disk (the upload quota and
+    free-space floor still hold; a separate volume for GRADIO_TEMP_DIR is better)."""
+    database = store.db.engine.url.database
+    if store.db.engine.url.get_backend_name() != "sqlite" or not database:
+        return
+    try:
+        up = upload_folder if upload_folder.exists() else upload_folder.parent
+        same = os.stat(up).st_dev == os.stat(Path(database).parent).st_dev
+    except OSError:
+        return
+    if same:
+        log.warning(
+            "Uploads (%s) are on the rating database's disk; uploads stop while less than "
+            "MAGNET_UPLOAD_MIN_FREE_MB is free there. Set GRADIO_TEMP_DIR to another volume "
+            "to keep them apart.",
+            upload_folder,
+        )
 
 
 def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
@@ -497,16 +560,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     log.info("Admin tab: %s", "on" if settings.admin_password else "off (MAGNET_ADMIN_PASSWORD)")
     log.info("Demo tabs: %s", "on" if settings.demo else "off (MAGNET_DEMO=false: a study runs)")
+    # one fixed private folder, emptied now: a killed process's exports do not outlive it
+    downloads = PrivateDownloads(root=load_store_settings().data_dir / "admin-files")
+    atexit.register(downloads.close)
     app = MagnetApp(
-        engine, store, settings, spec.cache_dir, unavailable, cuda_inside_calls=on_zero_gpu
+        engine,
+        store,
+        settings,
+        spec.cache_dir,
+        unavailable,
+        cuda_inside_calls=on_zero_gpu,
+        downloads=downloads,
     )
     demo = build_demo(app)
+    upload_folder = Path(get_upload_folder())
+    check_upload_disk(upload_folder, store)
+    proxy_env()  # uvicorn trusts no forwarded header; RequestGuard applies MAGNET_TRUSTED_PROXIES
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
     demo.launch(
         server_name=args.host,
         server_port=args.port,
         max_file_size=f"{settings.max_upload_mb}mb",
-        app_kwargs=server_app_kwargs(app),
+        app_kwargs=server_app_kwargs(app, upload_folder),
+        enable_monitoring=False,
         theme=THEME,
         css=CSS,
     )

@@ -37,6 +37,7 @@ class ModelCalls(Services):
     def __post_init__(self) -> None:
         """The model work of each comparison as one GPU call (see gpu.py), asking for a
         duration that fits it; bound methods, so only texts and plain values are pickled."""
+        super().__post_init__()
         self.compare_infill = gpu(
             self._compare_infill,
             lambda text, systems, decoding: infill_seconds(
@@ -162,7 +163,9 @@ class ModelCalls(Services):
 
             with user_errors():
                 enc = self.encoder(system)
-                vecs = search.corpus_index(enc, corpus, self.cache_dir, report)
+                vecs = search.corpus_index(
+                    enc, corpus, self.cache_dir, report, max_cache_bytes=self.search_cache_bytes
+                )
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
             hits[system] = found
             tables.append([[h.rank, round(h.score, 3), h.text] for h in found])

@@ -161,13 +161,13 @@ class RaterPage(Outputs):
 
 
 @dataclass
-class AdminLogin(Outputs):
-    """Admin tab after a login attempt."""
+class AdminPanel(Outputs):
+    """Admin tab after a login or logout (the login itself is the cookie route's)."""
 
-    authorized: bool  # gr.State: later admin calls check it
     panel: Any  # gr.update: the admin panel's visibility
-    message: str
-    studies: Any  # gr.update of the study dropdown (gr.skip() when refused)
+    message: Any  # the login line (gr.skip(): keep what the login route said)
+    studies: Any  # gr.update of the study dropdown (gr.skip() when not logged in)
+    unfinished: str  # studies stopped while generating
 
 
 @dataclass

@@ -3,7 +3,7 @@ progress; nothing else.
 
 Invite links open this page, not the demo: no demo tabs, no model or system names, so a rater
 neither has to find a tab nor sees which system wrote what. It is a page of the same Gradio
-app (one queue, the rating concurrency group) and calls the Rate handlers (rater.py); the
+app (its events skip the queue the model calls wait in) and calls the Rate handlers (rater.py); the
 only thing it adds is that a refused submission shows one inline sentence and keeps every
 answer, instead of an error overlay on each field.
 """
@@ -20,7 +20,9 @@ from .outputs import RaterPage, RaterSlot, RaterView, as_values
 from .rater import LIKERT_CODES, MAX_LIKERT, MAX_OUTPUTS, PREFERENCE_CODES, RATER_PATH
 from .render import choices
 
-RATING = {"concurrency_id": "rating", "concurrency_limit": 8}  # never waits behind the model
+# Rating events skip the queue, whose size caps every queued event together: demo traffic
+# filling it must never make a rater's submit wait or fail with "queue full" (issue 22).
+RATING = {"queue": False}
 # Old invite links (/?token=...) open the demo page: send them here, keeping the token.
 REDIRECT_JS = f"""() => {{
   const t = new URLSearchParams(window.location.search).get('token');

@@ -1,5 +1,6 @@
-"""Guards of the served app: admin-login backoff, vote rate limits, private admin downloads and
-an ASGI middleware that caps request bodies and sets Referrer-Policy.
+"""Guards of the served app: admin-login backoff, admin sessions, vote and demo rate limits,
+upload quotas, private admin downloads and an ASGI middleware that caps request bodies, keeps
+forwarded headers to trusted proxies and sets the security headers.
 
 No Gradio here: plain Python and Starlette (the server under Gradio), so each guard is tested
 on its own, with an injectable clock where time matters.
@@ -7,8 +8,11 @@ on its own, with an injectable clock where time matters.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import math
+import os
 import secrets
 import shutil
 import tempfile
@@ -47,10 +51,13 @@ class LoginThrottle:
     """Exponential backoff on wrong passwords, per client and for all clients together.
 
     After ``free`` wrong passwords from one client, each further one locks that client out for
-    ``base_s * 2**k`` seconds (capped at ``max_s``); after ``global_free`` wrong passwords from
-    anywhere, every client is locked the same way (capped at ``global_max_s``, so an attacker
-    cannot keep the admin out for long). While locked, no password is even compared. Counts are
-    forgotten ``forget_s`` after the last failure; a right password clears its client's count.
+    ``base_s * 2**k`` seconds (capped at ``max_s``); after wrong passwords from more than
+    ``global_free`` different clients, every client is locked the same way (capped at
+    ``global_max_s``). The global count counts clients, not attempts: one attacker, however
+    slow and patient, only ever locks out its own address, never the admin's (issue 22: a
+    single client re-armed a global lock for 11 minutes and counting). While locked, no
+    password is even compared. Counts are forgotten ``forget_s`` after the last failure; a right
+    password clears its client's count.
     """
 
     free: int = 3
@@ -80,10 +87,11 @@ class LoginThrottle:
             self._clients[client] = mine  # most recent last
             while len(self._clients) > 10_000:
                 self._clients.popitem(last=False)
-            for f, free, cap in (
-                (mine, self.free, self.max_s),
-                (self._all, self.global_free, self.global_max_s),
-            ):
+            new_client = mine.count == 0 or now - mine.last > self.forget_s
+            pairs = [(mine, self.free, self.max_s)]
+            if new_client:  # a client adds to the global count once, not once per attempt
+                pairs.append((self._all, self.global_free, self.global_max_s))
+            for f, free, cap in pairs:
                 if now - f.last > self.forget_s:
                     f.count = 0
                 f.count += 1
@@ -93,7 +101,7 @@ class LoginThrottle:
             n_all = self._all.count
         wait = self.wait_s(client)
         log.warning(
-            "Wrong admin password from %s (%d in a row from it, %d from all clients); "
+            "Wrong admin password from %s (%d in a row from it; %d clients failed); "
             "next try allowed in %.0f s",
             client,
             mine.count,
@@ -105,6 +113,80 @@ class LoginThrottle:
     def succeeded(self, client: str) -> None:
         with self._lock:
             self._clients.pop(client, None)
+
+
+# -------------------------------------------------------------------- admin sessions
+
+
+ADMIN_COOKIE = "magnet_admin"
+ADMIN_SESSION_ROUTE = "admin-session"
+
+
+@dataclass
+class AdminSessions:
+    """The admin's logins: a random token made here (never Gradio's session id, which travels
+    in URLs and is made with Math.random), kept in an HttpOnly cookie, valid for ``idle_s``
+    after its last use and at most ``max_s`` after the login; ``end`` is the logout."""
+
+    idle_s: float = 1800.0
+    max_s: float = 8 * 3600.0
+    clock: Callable[[], float] = time.monotonic
+    _live: dict[str, tuple[float, float]] = field(default_factory=dict)  # token -> (start, last)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> str:
+        token = secrets.token_urlsafe(32)
+        now = self.clock()
+        with self._lock:
+            self._drop_expired(now)
+            self._live[token] = (now, now)
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        """Whether ``token`` is a live login; a valid one counts as used now."""
+        if not token or not isinstance(token, str):
+            return False
+        now = self.clock()
+        with self._lock:
+            self._drop_expired(now)
+            entry = self._live.get(token)
+            if entry is None:
+                return False
+            self._live[token] = (entry[0], now)
+            return True
+
+    def end(self, token: str | None) -> None:
+        with self._lock:
+            self._live.pop(token or "", None)
+
+    def _drop_expired(self, now: float) -> None:
+        dead = [
+            t
+            for t, (start, last) in self._live.items()
+            if now - last >= self.idle_s or now - start >= self.max_s
+        ]
+        for t in dead:
+            del self._live[t]
+
+
+def session_cookie(token: str, max_age_s: float, secure: bool) -> str:
+    """The Set-Cookie value of an admin login (HttpOnly: no script reads it; SameSite=Strict:
+    no other site's page sends it; Secure over https)."""
+    parts = [f"{ADMIN_COOKIE}={token}", "Path=/", "HttpOnly", "SameSite=Strict"]
+    parts.append(f"Max-Age={int(max_age_s)}")
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)
+
+
+def cookie_of(request: object) -> str | None:
+    """The admin cookie of a Starlette or Gradio request (None without one)."""
+    cookies = getattr(request, "cookies", None) or {}
+    try:
+        value = dict(cookies).get(ADMIN_COOKIE)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 # -------------------------------------------------------------------- vote rate limit
@@ -157,12 +239,37 @@ class PrivateDownloads:
     an export or a backup.
     """
 
-    def __init__(self, ttl_s: float = DOWNLOAD_TTL_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        ttl_s: float = DOWNLOAD_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+        root: Path | None = None,
+    ):
+        """``root``: a fixed folder (the server's: $MAGNET_DATA_DIR/admin-files). This process
+        writes in a folder of its own inside it, and deletes now what processes that no longer
+        run left there (a killed server's backups, whole copies of the database, do not
+        outlive it); None: a new temporary folder."""
         self.ttl_s = ttl_s
         self.clock = clock
         self._root: Path | None = None
         self._tickets: dict[str, tuple[Path, float]] = {}
         self._lock = threading.Lock()
+        self._fixed = root is not None
+        if root is not None:
+            root = Path(root)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            root.chmod(0o700)
+            for left in root.iterdir():
+                if left.name.isdigit() and _running(int(left.name)):
+                    continue  # another server's live folder
+                log.info("Deleting %s, admin downloads left by an earlier run", left)
+                if left.is_dir() and not left.is_symlink():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink(missing_ok=True)
+            mine = root / str(os.getpid())
+            mine.mkdir(mode=0o700)
+            self._root = mine
 
     @property
     def root(self) -> Path:
@@ -211,8 +318,12 @@ class PrivateDownloads:
             _remove(p)
 
     def close(self) -> None:
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
+        """Delete every file and this process's folder (at shutdown)."""
+        with self._lock:
+            self._tickets.clear()
+        if self._root is None or not self._root.is_dir():
+            return
+        shutil.rmtree(self._root, ignore_errors=True)
 
     async def endpoint(self, request: Request) -> Response:
         """GET /admin-files/{ticket}: the file once, as an attachment, then it is deleted."""
@@ -231,24 +342,183 @@ class PrivateDownloads:
         )
 
 
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # a folder of an earlier process that had our id
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def _remove(path: Path) -> None:
     shutil.rmtree(path.parent, ignore_errors=True)
+
+
+# -------------------------------------------------------------------- uploads
+
+
+@dataclass
+class UploadQuota:
+    """Anonymous uploads (Search corpora, items files) may not fill the disk: at most
+    ``per_client_bytes`` per address and ``total_bytes`` from everyone in ``window_s``, and
+    none while the upload folder's disk has less than ``min_free_bytes`` free (that disk is
+    often the rating database's too)."""
+
+    per_client_bytes: int
+    total_bytes: int
+    folder: Path
+    min_free_bytes: int
+    window_s: float = 3600.0
+    clock: Callable[[], float] = time.monotonic
+    free_bytes: Callable[[Path], int] | None = None  # injectable for tests
+    _log: deque[tuple[float, str, int]] = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _free(self) -> int:
+        if self.free_bytes is not None:
+            return self.free_bytes(self.folder)
+        where = Path(self.folder)
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        return shutil.disk_usage(where).free
+
+    def refuse(self, client: str, size: int) -> tuple[int, str] | None:
+        """(HTTP status, one sentence) when this upload may not go in; else None, and it is
+        counted."""
+        if self._free() - size < self.min_free_bytes:
+            log.warning("Upload of %d bytes from %s refused: the disk is nearly full", size, client)
+            return 507, "Uploads are paused: the server's disk is nearly full. Try again later."
+        now = self.clock()
+        with self._lock:
+            while self._log and now - self._log[0][0] >= self.window_s:
+                self._log.popleft()
+            mine = [(t, n) for t, c, n in self._log if c == client]
+            total = sum(n for _, _, n in self._log)
+            for used, cap, events, whose in (
+                (sum(n for _, n in mine), self.per_client_bytes, mine, "from your address"),
+                (total, self.total_bytes, [(t, n) for t, _, n in self._log], "to this server"),
+            ):
+                if used + size > cap:
+                    wait = events[0][0] + self.window_s - now if events else self.window_s
+                    minutes = max(1, math.ceil(wait / 60))
+                    log.warning("Upload of %d bytes from %s refused: quota", size, client)
+                    return 429, (
+                        f"Too many uploads {whose}: at most {cap / 2**20:.0f} MB an hour; "
+                        f"try again in {minutes} min."
+                    )
+            self._log.append((now, client, size))
+        return None
 
 
 # -------------------------------------------------------------------- request guard
 
 
-class RequestGuard:
-    """ASGI middleware: refuses request bodies over the cap with 413 and one sentence, before
-    anything parses them, and sends ``Referrer-Policy: no-referrer`` with every response, so
-    the invite token in a rater's URL never leaves in a Referer header."""
+# X-Forwarded-Proto is kept from anyone: Gradio builds https file URLs from it behind a proxy,
+# and a client that claims https only changes its own URLs (the scheme itself changes only
+# for a trusted proxy).
+FORWARDED_HEADERS = (
+    b"x-forwarded-for",
+    b"x-forwarded-host",
+    b"x-forwarded-port",
+    b"x-forwarded-prefix",
+    b"x-real-ip",
+    b"forwarded",
+)
+# Gradio routes this app does not use, which would leak: /gradio_api/deep_link writes a
+# session's values (invite links among them) to a file anyone can fetch; /monitoring lists
+# every endpoint's calls (admin ones too).
+BLOCKED_PATHS = ("/gradio_api/deep_link", "/monitoring", "/gradio_api/monitoring")
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int) -> None:
+
+def parse_networks(text: str | Iterable[str]) -> tuple:
+    """'10.0.0.1, 172.16.0.0/12' -> ip networks; a bad entry raises ValueError naming it."""
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for part in (p.strip() for p in parts):
+        if part:
+            try:
+                out.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {part!r}") from None
+    return tuple(out)
+
+
+def _in(networks: tuple, host: str | None) -> bool:
+    try:
+        addr = ipaddress.ip_address((host or "").strip())
+    except ValueError:
+        return False
+    return any(addr in n for n in networks)
+
+
+class RequestGuard:
+    """ASGI middleware in front of every route:
+
+    - request bodies over the cap get 413 and one sentence, before anything parses them;
+    - ``X-Forwarded-*`` headers count only from a configured proxy (``trusted_proxies``): from
+      it the client is the rightmost address it added, else the headers are dropped, so no
+      client picks its own address (login backoff, vote limits) or the invite links' host;
+    - uploads go through the ``uploads`` quota (per address, in total, free disk);
+    - Gradio's deep-link and monitoring routes answer 404;
+    - every response says ``Referrer-Policy: no-referrer`` (the invite token in a rater's URL
+      never leaves in a Referer header), may not be framed by another site
+      (``frame_ancestors``) and is not content-sniffed.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        max_upload_bytes: int,
+        trusted_proxies: tuple = (),
+        frame_ancestors: str = "'none'",
+        uploads: UploadQuota | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_upload_bytes = max_upload_bytes
+        self.trusted_proxies = tuple(trusted_proxies)
+        self.uploads = uploads
+        framing = [(b"content-security-policy", f"frame-ancestors {frame_ancestors}".encode())]
+        if frame_ancestors.strip() == "'none'":
+            framing.append((b"x-frame-options", b"DENY"))
+        self.extra_headers = [
+            (b"referrer-policy", b"no-referrer"),
+            (b"x-content-type-options", b"nosniff"),
+            *framing,
+        ]
+        self._replaced = {k for k, _ in self.extra_headers}
+
+    def _from_proxy(self, scope: Scope) -> Scope:
+        """The scope with the client a trusted proxy names, or without forwarded headers."""
+        peer = (scope.get("client") or (None, 0))[0]
+        headers = list(scope.get("headers", []))
+        if not _in(self.trusted_proxies, peer):
+            kept = [(k, v) for k, v in headers if k.lower() not in FORWARDED_HEADERS]
+            return {**scope, "headers": kept} if len(kept) != len(headers) else scope
+        scope = dict(scope)
+        chain = b",".join(v for k, v in headers if k.lower() == b"x-forwarded-for").decode(
+            "latin-1"
+        )
+        hops = [h.strip() for h in chain.split(",") if h.strip()]
+        while hops and _in(self.trusted_proxies, hops[-1]):
+            hops.pop()  # proxies in front of proxies
+        if hops:
+            scope["client"] = (hops[-1], 0)
+        proto = dict(headers).get(b"x-forwarded-proto", b"").decode("latin-1").strip().lower()
+        if proto in ("http", "https"):
+            scope["scheme"] = proto
+        return scope
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        scope = self._from_proxy(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -256,22 +526,28 @@ class RequestGuard:
         async def send_with_policy(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [
-                    (k, v) for k, v in message.get("headers", []) if k.lower() != b"referrer-policy"
+                    (k, v) for k, v in message.get("headers", []) if k.lower() not in self._replaced
                 ]
-                headers.append((b"referrer-policy", b"no-referrer"))
-                message = {**message, "headers": headers}
+                message = {**message, "headers": headers + self.extra_headers}
             await send(message)
 
-        upload = scope["path"].rstrip("/").endswith("/upload")
+        path = scope["path"].rstrip("/")
+        if any(path == p or path.startswith(p + "/") for p in BLOCKED_PATHS):
+            await _sentence(404, "Not found.", send_with_policy)
+            return
+        upload = path.endswith("/upload")
         limit = self.max_upload_bytes if upload else self.max_body_bytes
         length = dict(scope.get("headers", [])).get(b"content-length")
         if length is not None:
             try:
-                too_big = int(length) > limit
+                size = int(length)
+                too_big = size > limit
             except ValueError:
                 too_big = True
             if too_big:
                 await _too_large(limit, send_with_policy)
+                return
+            if upload and await self._refused(scope, size, send_with_policy):
                 return
             await self.app(scope, receive, send_with_policy)
             return
@@ -291,6 +567,8 @@ class RequestGuard:
                 return
             chunks.append(body)
             more = message.get("more_body", False)
+        if upload and await self._refused(scope, size, send_with_policy):
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -301,6 +579,31 @@ class RequestGuard:
             return await receive()
 
         await self.app(scope, replay, send_with_policy)
+
+    async def _refused(self, scope: Scope, size: int, send: Send) -> bool:
+        if self.uploads is None:
+            return False
+        client = str((scope.get("client") or ("unknown", 0))[0])
+        refusal = self.uploads.refuse(client, size)
+        if refusal is None:
+            return False
+        await _sentence(*refusal, send)
+        return True
+
+
+async def _sentence(status: int, text: str, send: Send) -> None:
+    body = json.dumps({"error": text, "detail": text}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _too_large(limit: int, send: Send) -> None:

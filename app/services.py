@@ -10,6 +10,7 @@ one-sentence message (user_errors); no traceback reaches a visitor.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from magnet_model.engine import Engine
 from magnet_model.errors import MagnetError, ModelLoadError
 
 from .jobs import ModelGate, StudyJobs
-from .security import LoginThrottle, PrivateDownloads, RateLimiter
+from .security import AdminSessions, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
 
 VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
@@ -75,6 +76,11 @@ class Services:
         default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
     )
     downloads: PrivateDownloads = field(default_factory=PrivateDownloads)
+    admin_sessions: AdminSessions = field(default_factory=AdminSessions)
+    # demo calls (Infill, Continue, Search) per address and from everyone, per minute; None:
+    # made from the settings in __post_init__
+    demo_per_client: RateLimiter | None = None
+    demo_total: RateLimiter | None = None
     # per browser session and per client address: digests of the texts seen filled with the
     # system names shown (a blind vote on one of them is flagged)
     shown_unblinded: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
@@ -82,6 +88,38 @@ class Services:
     # studies generated in the background; demo calls go first between their items
     study_jobs: StudyJobs = field(default_factory=StudyJobs)
     model_gate: ModelGate = field(default_factory=ModelGate)
+
+    def __post_init__(self) -> None:
+        st = self.settings
+        self.admin_sessions.idle_s = st.admin_idle_minutes * 60.0
+        self.admin_sessions.max_s = st.admin_session_hours * 3600.0
+        if self.demo_per_client is None:
+            self.demo_per_client = RateLimiter(st.demo_calls_per_minute, 60.0)
+        if self.demo_total is None:
+            self.demo_total = RateLimiter(st.demo_calls_per_minute_total, 60.0)
+
+    @property
+    def search_cache_bytes(self) -> int:
+        return self.settings.search_cache_mb * 2**20
+
+    def demo_call(self, request: gr.Request | None) -> None:
+        """Count one demo call, or refuse it with one sentence: the model is shared, and one
+        address (or a crowd) may not take it all; ratings never pass through here."""
+        client = f"client:{client_of(request)}"
+        mine = self.demo_per_client.wait_s([client])
+        everyone = self.demo_total.wait_s(["all"])
+        if mine > 0 or everyone > 0:
+            if mine > 0:
+                who, n, wait = "from your address", self.demo_per_client.limit, mine
+            else:
+                who, n, wait = "on this server", self.demo_total.limit, everyone
+            raise gr.Error(
+                f"Too many demo requests {who} (at most {n} a minute); "
+                f"try again in {math.ceil(wait)} s.",
+                print_exception=False,
+            )
+        self.demo_per_client.record([client])
+        self.demo_total.record(["all"])
 
     def availability(self, system: str) -> Unavailable | None:
         """None when the system can run, else why it cannot (shown in its column)."""

@@ -18,10 +18,20 @@ from pydantic_settings import BaseSettings
 from annotation_db.settings import StoreSettings
 from magnet_model.settings import MagnetSettings, ModelSettings, load_settings
 
+from .security import parse_networks
+
 # OpenMP's idle threads spin after every parallel region (each matmul of a decoding step) and
 # so hold the cores the rating and page requests need while a generation runs; PASSIVE makes
 # them sleep instead. Read once when torch loads OpenMP, so it is set before torch is imported.
 SERVER_ENV_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def proxy_env(environ: MutableMapping[str, str] | None = None) -> None:
+    """uvicorn trusts X-Forwarded-For from 127.0.0.1 unless told otherwise, so a same-host
+    tunnel let any client pick its address; it trusts no one here, and the app's RequestGuard
+    applies MAGNET_TRUSTED_PROXIES instead (one place, one rule)."""
+    environ = os.environ if environ is None else environ
+    environ["FORWARDED_ALLOW_IPS"] = ""
 
 
 def server_process_env(environ: MutableMapping[str, str] | None = None) -> None:
@@ -35,6 +45,10 @@ def server_process_env(environ: MutableMapping[str, str] | None = None) -> None:
 # model comes from the Hub. The default is the model the embedded GGUF was quantized from, with
 # the adapters shipped in adapters/ (trained on that GGUF's de-quantized weights).
 SPACE_BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SPACE_FRAME_ANCESTORS = "https://huggingface.co"  # a Space's page shows the app in a frame
+# Only Hugging Face's proxy reaches a Space's container, from a private address: its
+# X-Forwarded-For names the visitor, so per-address limits are per visitor, not one for all.
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 
 
 def space_env(
@@ -45,6 +59,8 @@ def space_env(
     search vectors, Hub downloads and the rating database live there and survive restarts."""
     environ = os.environ if environ is None else environ
     environ.setdefault("MAGNET_BASE_MODEL", SPACE_BASE_MODEL)
+    environ.setdefault("MAGNET_FRAME_ANCESTORS", SPACE_FRAME_ANCESTORS)  # the Space's page
+    environ.setdefault("MAGNET_TRUSTED_PROXIES", SPACE_PROXIES)
     if environ["MAGNET_BASE_MODEL"] == SPACE_BASE_MODEL:
         shipped = ",".join(f"{n}={root / 'adapters' / n}" for n in ("magnet", "llm2vec"))
         environ.setdefault("MAGNET_ADAPTERS", shipped)
@@ -93,6 +109,52 @@ class AppSettings(MagnetSettings):
         description="base of invite links (set it behind a proxy)",
         json_schema_extra={"shown_default": "the address the admin uses"},
     )
+
+    trusted_proxies: str | None = Field(
+        None,
+        description="addresses or networks (comma-separated) of the reverse proxies whose "
+        "X-Forwarded-For/-Host headers count; from anyone else they are dropped",
+        json_schema_extra={"shown_default": "none (private networks on a Space)"},
+    )
+    frame_ancestors: str = Field(
+        "'none'",
+        description="CSP frame-ancestors: which sites may show the app in a frame",
+        json_schema_extra={"shown_default": "`'none'` (`https://huggingface.co` on a Space)"},
+    )
+    admin_idle_minutes: int = Field(
+        30, ge=1, le=1440, description="an admin login ends after this long unused"
+    )
+    admin_session_hours: int = Field(
+        8, ge=1, le=168, description="an admin login ends this long after it began"
+    )
+    demo_calls_per_minute: int = Field(
+        12, ge=1, le=100000, description="Infill/Continue/Search calls per address per minute"
+    )
+    demo_calls_per_minute_total: int = Field(
+        120, ge=1, le=1000000, description="Infill/Continue/Search calls from everyone per minute"
+    )
+    upload_mb_per_hour: int = Field(
+        50, ge=1, le=1000000, description="upload megabytes per address per hour"
+    )
+    upload_mb_per_hour_total: int = Field(
+        500, ge=1, le=10000000, description="upload megabytes from everyone per hour"
+    )
+    upload_min_free_mb: int = Field(
+        1024,
+        ge=0,
+        le=10000000,
+        description="uploads are refused while the upload folder's disk (GRADIO_TEMP_DIR) has "
+        "less free space than this",
+    )
+    search_cache_mb: int = Field(
+        1024, ge=1, le=10000000, description="size cap of the search-vector cache (oldest go first)"
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str | None) -> str | None:
+        parse_networks(value or "")  # a bad entry is one sentence naming it
+        return value
 
     @field_validator("public_url")
     @classmethod

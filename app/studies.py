@@ -29,6 +29,7 @@ from annotation_db import (
 from annotation_db.questions import appropriate
 from magnet_model.adapter_meta import adapter_revision
 from magnet_model.engine import Engine, InfillResult
+from magnet_model.errors import InputTooLongError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS, sentence_gaps
 
 from .render import model_name
@@ -260,6 +261,20 @@ def unfinished(store: AnnotationStore) -> list[str]:
     return [d.name for d in list_drafts(store)]
 
 
+def check_sizes(engine: Engine, items: Sequence[ItemIn], max_span_tokens: int) -> None:
+    """Every item's text and span fit the model, checked before any generation (a long
+    uploaded item used to fail only when its turn came, minutes into the run)."""
+    limit = engine.max_input_tokens
+    for it in items:
+        n = len(engine.tokenizer(it.text, add_special_tokens=False).input_ids)
+        if n + max_span_tokens > limit:
+            raise InputTooLongError(
+                f"Item {it.key!r} is {n} tokens long; with spans of up to {max_span_tokens} "
+                f"tokens it needs more than the model's {limit} positions. Shorten or drop it; "
+                "nothing was generated."
+            )
+
+
 def build_study(
     engine: Engine,
     compare: Callable[[str, list[str], dict], list],
@@ -292,6 +307,7 @@ def build_study(
         draft = get_draft(store, name)
     else:
         made = make_items()
+        check_sizes(engine, [*made.items, *made.check_pool], int(max_span_tokens))
         settings = {
             "questions": list(questions),
             "instructions": instructions,

@@ -17,7 +17,7 @@ import sys
 
 from tqdm import tqdm
 
-from annotation_db import AnnotationError, AnnotationStore, fill_summary
+from annotation_db import AnnotationError, AnnotationStore, check_study_name, fill_summary
 from annotation_db.planner import plan_study, power_at
 from magnet_model.errors import MagnetError
 from magnet_model.settings import ModelSpec, add_model_args
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(plan_study(raters_per_item=raters).summary(), file=sys.stderr)
         power = power_at(n_items, raters_per_item=raters)
         print(f"This study: {n_items} items x {raters} raters, power {power:.0%}.", file=sys.stderr)
+        check_study_name(args.name)  # before the model loads and minutes of generation
         store = AnnotationStore(url=args.db_url, path=args.db_path)
         engine, unavailable = load_engine(ModelSpec.from_args(args))
         missing = [s for s in preset.systems if s in unavailable]

@@ -27,3 +27,5 @@ def jsonl_records(text: str) -> Iterator[tuple[int, object]]:
             yield n, json.loads(line)
         except json.JSONDecodeError as e:
             raise BadLine(n, e.msg) from None
+        except RecursionError:  # nested thousands deep: not a record anyone meant
+            raise BadLine(n, "nested too deeply") from None

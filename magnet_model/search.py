@@ -22,6 +22,7 @@ builds the faiss IVF index once per process and keeps it for the next queries.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
@@ -157,7 +158,11 @@ def parse_corpus(
 
 
 def _csv_texts(text: str) -> list[str]:
-    rows = list(csv.reader(io.StringIO(text)))
+    reader = csv.reader(io.StringIO(text))
+    try:
+        rows = list(reader)
+    except csv.Error as e:  # e.g. a cell over the csv module's 128 KB field limit
+        raise CorpusError(f"Line {reader.line_num} of the .csv file cannot be read: {e}.") from None
     if not rows:
         return []
     header = [h.strip().lower() for h in rows[0]]
@@ -254,13 +259,17 @@ def corpus_vectors(
     cache_dir: str | os.PathLike,
     progress: Callable[[int, int], None] | None = None,
     batch_size: int = 16,
+    max_cache_bytes: int | None = None,
 ) -> np.ndarray:
-    """Vectors of every passage, from the disk cache or computed once (progress(done, total))."""
+    """Vectors of every passage, from the disk cache or computed once (progress(done, total)).
+    ``max_cache_bytes``: after a new file, the least recently used ones go until the cache
+    fits (every uploaded corpus adds files; None: no cap)."""
     path = cache_path(cache_dir, encoder, corpus)
     if path.is_file():
         try:
             vecs = np.load(path)
             if vecs.shape[0] == len(corpus):
+                _touch(path)
                 return vecs
         except (OSError, ValueError):
             pass  # a damaged cache file is recomputed
@@ -276,7 +285,37 @@ def corpus_vectors(
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
     np.save(tmp, vecs)
     os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    if max_cache_bytes is not None:
+        prune_cache(path.parent, max_cache_bytes, keep=path)
     return vecs
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)  # "recently used", for prune_cache
+
+
+def prune_cache(folder: str | os.PathLike, max_bytes: int, keep: Path | None = None) -> list[Path]:
+    """Delete the least recently used cache files until the folder holds at most ``max_bytes``
+    (``keep`` stays, even alone over the cap); returns what was deleted."""
+    files = []
+    for p in Path(folder).glob("*.npy"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # deleted meanwhile
+        files.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in files)
+    gone = []
+    for _, size, p in sorted(files, key=lambda f: f[0]):
+        if total <= max_bytes:
+            break
+        if keep is not None and p == keep:
+            continue
+        p.unlink(missing_ok=True)
+        total -= size
+        gone.append(p)
+    return gone
 
 
 _INDEXES: OrderedDict[tuple[str, int], VectorIndex] = OrderedDict()
@@ -289,6 +328,7 @@ def corpus_index(
     cache_dir: str | os.PathLike,
     progress: Callable[[int, int], None] | None = None,
     batch_size: int = 16,
+    max_cache_bytes: int | None = None,
 ) -> VectorIndex:
     """corpus_vectors as a VectorIndex, kept in memory for the next query (the last
     INDEXES_KEPT corpora), so a large corpus's IVF index is built once per process."""
@@ -298,7 +338,9 @@ def corpus_index(
         if key in _INDEXES and path.is_file():
             _INDEXES.move_to_end(key)
             return _INDEXES[key]
-    index = VectorIndex(corpus_vectors(encoder, corpus, cache_dir, progress, batch_size))
+    index = VectorIndex(
+        corpus_vectors(encoder, corpus, cache_dir, progress, batch_size, max_cache_bytes)
+    )
     with _INDEXES_LOCK:
         _INDEXES[key] = index
         while len(_INDEXES) > INDEXES_KEPT:

@@ -8,12 +8,15 @@ from types import SimpleNamespace
 
 from annotation_db import AnnotationStore
 from app.handlers import MagnetApp
+from app.security import ADMIN_COOKIE
 from app.settings import AppSettings
 from magnet_model.engine import Engine
 
 
 def make_app(tmp: Path, engine: Engine, **settings) -> MagnetApp:
     defaults = {"admin_password": "s3cret", "max_input_tokens": 128, "max_span_tokens": 8}
+    # tests call the demo tabs far faster than a visitor; the quota's own tests set it low
+    defaults |= {"demo_calls_per_minute": 10_000, "demo_calls_per_minute_total": 10_000}
     defaults.update(settings)
     store = AnnotationStore(path=tmp / "db.sqlite3")
     return MagnetApp(engine, store, AppSettings(**defaults), tmp / "cache")
@@ -24,3 +27,10 @@ def fake_request(**query) -> SimpleNamespace:
     return SimpleNamespace(
         query_params=query, headers={"host": "demo.test:7860"}, session_hash="visitor-1"
     )
+
+
+def admin_request(app: MagnetApp, **query) -> SimpleNamespace:
+    """A request of a logged-in admin: it carries the session cookie the login route sets."""
+    req = fake_request(**query)
+    req.cookies = {ADMIN_COOKIE: app.admin_sessions.start()}
+    return req

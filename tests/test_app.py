@@ -223,12 +223,15 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path, monkeypatc
     monkeypatch.setattr(gr.Blocks, "queue", spy)
     app = make_app(tmp_path, engine)
     demo = build_demo(app)
-    groups = {}
+    groups, queued = {}, {}
     for dep in demo.fns.values():
         groups.setdefault(dep.name, set()).add(dep.concurrency_id)
+        queued.setdefault(dep.name, set()).add(dep.queue)
     assert groups["infill"] == {"model"} and groups["continue_"] == {"model"}
-    assert groups["rate_submit"] == {"rating"} and groups["rate_page_load"] == {"rating"}
-    assert groups["rate_open"] == {"rating"} and groups["admin_login"] == {"rating"}
+    assert queued["infill"] == {True} and queued["admin_create"] == {True}
+    # ratings and admin work skip the queue: demo calls filling it never refuse a rater
+    for name in ("rate_submit", "rate_page_load", "rate_open", "admin_panel", "admin_backup"):
+        assert queued[name] == {False}, name
     # the last call sets the queue (Gradio itself calls queue() with no arguments first)
     assert asked[-1] == {"default_concurrency_limit": app.settings.concurrency, "max_size": 32}
 

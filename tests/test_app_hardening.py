@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import fake_request, make_app
+from app_fixtures import admin_request, fake_request, make_app
 from sqlalchemy import event
 from starlette.testclient import TestClient
 from tiny_models import tiny_engine
@@ -226,13 +226,15 @@ def test_many_clients_together_are_slowed_down_too(app):
 def test_traversal_study_names_are_refused_and_exports_stay_private(app, tmp_path):
     for name in ("../../x", "/tmp/x"):
         with pytest.raises(gr.Error, match="study name"):
-            app.admin_create(True, name, None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+            app.admin_create(
+                admin_request(app), name, None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
+            )
     # a study made before names were checked is exported under a sanitized name
     app.store.db.write(
         lambda s: s.add(Study(name="../x-evil", questions=[{"kind": "appropriate",
                               "name": "appropriate"}], raters_per_item=1))
     )  # fmt: skip
-    link = app.admin_export(True, "../x-evil", "csv")
+    link = app.admin_export(admin_request(app), "../x-evil", "csv")
     path = downloaded(app, link)
     assert path.parent.parent == app.downloads.root and path.name == "_x-evil.csv"
     assert not (tmp_path.parent / "x-evil.csv").exists()
@@ -289,7 +291,7 @@ def http(app):
 def test_exports_are_single_use_private_links_never_gradio_files(app, http):
     token = small_study(app)
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
-    link = app.admin_export(True, "pilot", "csv")
+    link = app.admin_export(admin_request(app), "pilot", "csv")
     assert "gradio_api/file=" not in link
     url = re.search(r"\]\((admin-files/[\w-]+)\)", link).group(1)
     files = list(app.downloads.root.rglob("*.csv"))
@@ -302,7 +304,7 @@ def test_exports_are_single_use_private_links_never_gradio_files(app, http):
     again = http.get(f"/{url}")
     assert again.status_code == 404 and "expired or was already used" in again.text
     assert http.get("/admin-files/guess").status_code == 404
-    backup = app.admin_backup(True)
+    backup = app.admin_backup(admin_request(app))
     burl = re.search(r"\]\((admin-files/[\w-]+)\)", backup).group(1)
     assert http.get(f"/{burl}").content.startswith(b"SQLite format 3")
 
@@ -394,7 +396,7 @@ def test_rate_limiter_window_slides():
 
 def test_attention_checks_look_like_regular_items(app):
     systems = ["magnet", "zero-shot", "five-shot"]
-    app.admin_create(True, "s", None, 3, systems, ["appropriate"], 1, 2, "", 2)
+    app.admin_create(admin_request(app), "s", None, 3, systems, ["appropriate"], 1, 2, "", 2)
     items, outputs = app.store.items("s")
     per_item = {it.key: sum(o.item_key == it.key for o in outputs) for it in items}
     assert set(per_item.values()) == {3}  # checks show three outputs, like every item
@@ -410,7 +412,7 @@ def test_attention_checks_look_like_regular_items(app):
         shown = app.rate_open(token)
         assert sum(1 for slot in shown.slots[:3] if slot.visible["visible"]) == 3
         app.rate_submit(token, shown.shown_item, *answers(("Yes", "Yes", "Yes")), None, "")
-    res = app.admin_results(True, "s").results
+    res = app.admin_results(admin_request(app), "s").results
     assert res["n_raters_checked"] == 1 and res["n_raters_failed_attention"] == 1
 
 
@@ -460,22 +462,25 @@ def test_lone_surrogates_are_one_sentence(app):
 def test_admin_closes_reopens_and_revokes(app):
     token = small_study(app)
     bob = app.store.invite("pilot", "Bob").token
-    assert app.admin_status(True, "pilot", "closed") == "Study 'pilot' is now closed."
+    assert app.admin_status(admin_request(app), "pilot", "closed") == "Study 'pilot' is now closed."
     assert "closed" in app.rate_open(token).status
-    app.admin_status(True, "pilot", "open")
+    app.admin_status(admin_request(app), "pilot", "open")
     shown = app.rate_open(token).shown_item
     assert shown
-    rater_id = app.admin_progress(True, "pilot").rows[0][0]
-    assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
+    rater_id = app.admin_progress(admin_request(app), "pilot").rows[0][0]
+    assert "no longer works" in app.admin_revoke(admin_request(app), "pilot", rater_id)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open(token)
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_submit(token, shown, *answers(), None, "")
     assert app.rate_open(bob).shown_item  # the others go on
-    assert [r[-1] for r in app.admin_progress(True, "pilot").rows] == ["revoked", "active"]
+    assert [r[-1] for r in app.admin_progress(admin_request(app), "pilot").rows] == [
+        "revoked",
+        "active",
+    ]
     for call in (
-        lambda: app.admin_status(False, "pilot", "open"),
-        lambda: app.admin_revoke(False, "pilot", 2),
+        lambda: app.admin_status(fake_request(), "pilot", "open"),
+        lambda: app.admin_revoke(fake_request(), "pilot", 2),
     ):
         with pytest.raises(gr.Error, match="Log in"):
             call()
@@ -485,8 +490,8 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     token = small_study(app)
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")  # one answer done
     shown = app.rate_open(token).shown_item  # the item shown next
-    rater_id = app.admin_progress(True, "pilot").rows[0][0]
-    msg = app.admin_new_link(True, "pilot", rater_id)
+    rater_id = app.admin_progress(admin_request(app), "pilot").rows[0][0]
+    msg = app.admin_new_link(admin_request(app), "pilot", rater_id)
     assert "old one no longer works" in msg
     new = msg.rsplit("?token=", 1)[1]
     assert new != token and len(new) >= 24
@@ -494,20 +499,20 @@ def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
         app.rate_open(token)
     again = app.rate_open(new)
     assert again.shown_item  # the same rater goes on: the answer kept, an item to rate
-    row = app.admin_progress(True, "pilot").rows[0]
+    row = app.admin_progress(admin_request(app), "pilot").rows[0]
     assert row[0] == rater_id and row[2] == 1 and row[-1] == "active"
     # only the hash is stored, and a revoked rater can be given a link again
     from annotation_db.schema import Rater
 
     assert app.store.db.read(lambda s: s.get(Rater, rater_id).token_hash) != new
-    assert "no longer works" in app.admin_revoke(True, "pilot", rater_id)
-    newer = app.admin_new_link(True, "pilot", rater_id).rsplit("?token=", 1)[1]
+    assert "no longer works" in app.admin_revoke(admin_request(app), "pilot", rater_id)
+    newer = app.admin_new_link(admin_request(app), "pilot", rater_id).rsplit("?token=", 1)[1]
     assert app.rate_open(newer).shown_item
     assert shown  # (the shown item id was valid only with the old token)
     with pytest.raises(gr.Error, match="Log in"):
-        app.admin_new_link(False, "pilot", rater_id)
+        app.admin_new_link(fake_request(), "pilot", rater_id)
     with pytest.raises(gr.Error, match="rater's id"):
-        app.admin_new_link(True, "pilot", None)
+        app.admin_new_link(admin_request(app), "pilot", None)
 
 
 def test_every_response_says_no_referrer(http):
@@ -527,7 +532,9 @@ def test_the_launched_server_has_the_guard_and_the_download_route(app, served):
     assert r.status_code == 413
     token = small_study(app)
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
-    url = re.search(r"\]\((admin-files/[\w-]+)\)", app.admin_export(True, "pilot", "jsonl"))
+    url = re.search(
+        r"\]\((admin-files/[\w-]+)\)", app.admin_export(admin_request(app), "pilot", "jsonl")
+    )
     first, second = httpx.get(f"{base}/{url.group(1)}"), httpx.get(f"{base}/{url.group(1)}")
     assert first.status_code == 200 and json.loads(first.text.splitlines()[0])["study"] == "pilot"
     assert second.status_code == 404

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import fake_request, make_app
+from app_fixtures import admin_request, fake_request, make_app
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
@@ -89,7 +89,7 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     done = app.rate_submit(token, nxt.shown_item, *answers(2), "tie", "")
     assert "all done" in done.status and done.submit["visible"] is False
     assert done.item_text["visible"] is False and done.comment["visible"] is False  # no empty box
-    results = app.admin_results(True, "pilot")
+    results = app.admin_results(admin_request(app), "pilot")
     table, res, plot = results.table, results.results, results.plot
     shares = {r["system"]: r["appropriate"]["share"] for r in res["systems"]}
     assert set(shares) == {"magnet", "zero-shot"} and sum(shares.values()) == 1.0  # A yes, B no
@@ -103,7 +103,7 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     assert n == 2.0 and won in ("75%", "25%")  # A chosen once, then a tie
     assert interval == "not enough votes for an interval (n = 2, need 10)"
     assert rows["MAGNET: fluency (mean)"][2].startswith("not enough votes")
-    out = downloaded(app, app.admin_export(True, "pilot", "jsonl"))
+    out = downloaded(app, app.admin_export(admin_request(app), "pilot", "jsonl"))
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 4 and {r["comment"] for r in lines} == {"looks fine", None}
 
@@ -171,18 +171,21 @@ def test_rate_load_without_token_asks_for_one(app):
 
 def test_admin_login_and_every_admin_call_needs_it(app):
     login = app.admin_login("wrong")
-    assert login.authorized is False and login.panel["visible"] is False
+    assert login.authorized is False and login.session is None
     assert login.message == "Wrong password."
-    assert login.studies == gr.skip()  # nothing else is touched: no second error
+    assert app.admin_panel(login.message, fake_request()).panel["visible"] is False
     small_study(app)
     login = app.admin_login("s3cret")
-    assert login.authorized is True and login.panel["visible"] is True
-    assert login.studies["choices"] == ["pilot"]
+    assert login.authorized is True and login.session
+    req = fake_request()
+    req.cookies = {"magnet_admin": login.session}
+    panel = app.admin_panel(login.message, req)
+    assert panel.panel["visible"] is True and panel.studies["choices"] == ["pilot"]
     for call in (
-        lambda: app.admin_studies(False),
-        lambda: app.admin_progress(False, "pilot"),
-        lambda: app.admin_backup(False),
-        lambda: app.admin_export(False, "pilot", "csv"),
+        lambda: app.admin_studies(fake_request()),
+        lambda: app.admin_progress(fake_request(), "pilot"),
+        lambda: app.admin_backup(fake_request()),
+        lambda: app.admin_export(fake_request(), "pilot", "csv"),
     ):
         with pytest.raises(gr.Error, match="Log in"):
             call()
@@ -192,7 +195,7 @@ def test_admin_without_password_setting_refuses_even_true(engine, tmp_path):
     app = make_app(tmp_path, engine, admin_password=None)
     assert app.admin_login("").authorized is False
     with pytest.raises(gr.Error):
-        app.admin_backup(True)
+        app.admin_backup(admin_request(app))
 
 
 def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
@@ -207,7 +210,16 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     ]
     items.write_text("\n".join(json.dumps(r) for r in rows))
     msg, dropdown = app.admin_create(
-        True, "study1", str(items), 3, ["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3
+        admin_request(app),
+        "study1",
+        str(items),
+        3,
+        ["magnet", "zero-shot"],
+        ["appropriate"],
+        2,
+        1,
+        "Be kind",
+        3,
     )
     assert msg.startswith("Created study 'study1': 3 items (1 attention check), systems MAGNET")
     assert dropdown["value"] == "study1"
@@ -218,7 +230,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     assert "[blank]" in auto.text and auto.original  # a span was blanked automatically
     assert any(i.is_gold for i in created)
 
-    links = app.admin_invite(True, "study1", "Ann\n\nBob\n", fake_request())
+    links = app.admin_invite(admin_request(app), "study1", "Ann\n\nBob\n")
     assert [r[0] for r in links] == ["Ann", "Bob"]
     assert all(r[1].startswith("http://demo.test:7860/rate?token=") for r in links)
     token = links[0][1].split("token=")[1]
@@ -226,31 +238,35 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         v = app.rate_open(token)
         n_shown = len([s for s in v.slots if s.visible["visible"]])
         app.rate_submit(token, v.shown_item, *answers(n_shown), None, "")
-        progress = app.admin_progress(True, "study1")
+        progress = app.admin_progress(admin_request(app), "study1")
         summary, raters = progress.summary, progress.rows
         assert "judgments" in summary and raters[0][1:3] == ["Ann", n]
     regular_rated = raters[0][2] - raters[0][5]  # done minus attention checks done
-    res = app.admin_results(True, "study1").results
+    res = app.admin_results(admin_request(app), "study1").results
     assert res["study"] == "study1" and res["progress"]["judgments_done"] == regular_rated >= 1
     assert {r["system"] for r in res["systems"]} == {"magnet", "zero-shot"}
-    csv_path = downloaded(app, app.admin_export(True, "study1", "csv"))
+    csv_path = downloaded(app, app.admin_export(admin_request(app), "study1", "csv"))
     assert csv_path.read_text(encoding="utf-8").count("\n") >= 2
-    backup = downloaded(app, app.admin_backup(True))
+    backup = downloaded(app, app.admin_backup(admin_request(app)))
     assert backup.name.endswith(".sqlite3") and (tmp_path / "db.sqlite3").exists()
 
 
 def test_admin_create_rejects_bad_requests(app, engine, tmp_path):
     with pytest.raises(gr.Error, match="name"):
-        app.admin_create(True, "", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+        app.admin_create(admin_request(app), "", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
     with pytest.raises(gr.Error, match="system"):
-        app.admin_create(True, "x", None, 2, [], ["appropriate"], 1, 0, "", 3)
+        app.admin_create(admin_request(app), "x", None, 2, [], ["appropriate"], 1, 0, "", 3)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     with pytest.raises(gr.Error):
-        app.admin_create(True, "x", str(bad), 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+        app.admin_create(
+            admin_request(app), "x", str(bad), 2, ["magnet"], ["appropriate"], 1, 0, "", 3
+        )
     plain = make_app(tmp_path / "p", tiny_engine(adapters=False))
     with pytest.raises(gr.Error, match="unavailable"):
-        plain.admin_create(True, "x", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+        plain.admin_create(
+            admin_request(plain), "x", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
+        )
 
 
 def test_a_duplicate_study_name_is_refused_before_any_output_is_generated(app, monkeypatch):
@@ -264,7 +280,9 @@ def test_a_duplicate_study_name_is_refused_before_any_output_is_generated(app, m
     monkeypatch.setattr(studies, "build_study", no_generation)
     monkeypatch.setattr(app, "compare_infill", no_generation)
     with pytest.raises(gr.Error, match="named 'pilot' already exists"):
-        app.admin_create(True, " pilot ", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+        app.admin_create(
+            admin_request(app), " pilot ", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
+        )
 
 
 def test_builtin_items_blank_a_span_of_held_out_wikipedia():
@@ -298,12 +316,14 @@ def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_pat
     monkeypatch.setitem(app.engine.loaded.adapters, "magnet", str(adapter))
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps({"key": "a", "text": "the cat [blank] on the mat ."}))
-    app.admin_create(True, "prov", str(items), 1, ["magnet", "zero-shot"], ["appropriate"], 1, 0,
-                     "", 2)  # fmt: skip
-    (link,) = app.admin_invite(True, "prov", "Grace Hopper", fake_request())
+    app.admin_create(admin_request(app), "prov", str(items), 1, ["magnet", "zero-shot"],
+                     ["appropriate"], 1, 0, "", 2)  # fmt: skip
+    (link,) = app.admin_invite(admin_request(app), "prov", "Grace Hopper")
     token = link[1].split("token=")[1]
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(2), None, "")
-    exported = downloaded(app, app.admin_export(True, "prov", "csv")).read_text(encoding="utf-8")
+    exported = downloaded(app, app.admin_export(admin_request(app), "prov", "csv")).read_text(
+        encoding="utf-8"
+    )
     rows = list(csv.DictReader(exported.splitlines()))
     digest = hashlib.sha256(b"weights").hexdigest()[:12]
     assert {r["rater"] for r in rows} == {"Grace Hopper"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import make_app
+from app_fixtures import admin_request, fake_request, make_app
 from tiny_models import tiny_engine
 
 from app import studies
@@ -42,7 +42,7 @@ def _items_file(tmp_path: Path, n: int) -> str:
 
 def test_paper_preset_fills_the_form(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    form = app.admin_preset(True)
+    form = app.admin_preset(admin_request(app))
     assert (form.item_kind, form.n_items, form.raters_per_item) == ("sentence", 100, 3)
     assert form.systems == ["magnet", "zero-shot", "five-shot"]
     assert form.questions == ["appropriate"]
@@ -50,13 +50,23 @@ def test_paper_preset_fills_the_form(engine, tmp_path):
     assert "contextually appropriate" in form.instructions
     assert "contextually appropriate" in studies.PAPER_QUESTION
     with pytest.raises(gr.Error):
-        app.admin_preset(False)
+        app.admin_preset(fake_request())
 
 
 def test_sentence_study_from_held_out_passages(engine, tmp_path):
     app = make_app(tmp_path, engine)
     msg, _ = app.admin_create(
-        True, "paper", None, 3, ["magnet", "five-shot"], ["appropriate"], 3, 2, "", 4, "sentence"
+        admin_request(app),
+        "paper",
+        None,
+        3,
+        ["magnet", "five-shot"],
+        ["appropriate"],
+        3,
+        2,
+        "",
+        4,
+        "sentence",
     )
     assert msg.startswith("Created study 'paper': 3 items (2 attention checks)")
     items, outputs = app.store.items("paper")
@@ -83,18 +93,20 @@ def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "compare_infill", dies_on_third_item)
     args = (["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3)
     with pytest.raises(gr.Error, match="stopped"):
-        app.admin_create(True, "long", upload, 4, *args)
-    assert "long" in app.admin_unfinished(True)
+        app.admin_create(admin_request(app), "long", upload, 4, *args)
+    assert "long" in app.admin_unfinished(admin_request(app))
     assert [s.name for s in app.store.list_studies()] == []  # no half-made study
 
     restarted = make_app(tmp_path, engine)  # same database, a new process
     calls.clear()
-    msg, _ = restarted.admin_create(True, "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+    msg, _ = restarted.admin_create(
+        admin_request(restarted), "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
+    )
     assert "Resumed: 4 outputs" in msg and "4 items (1 attention check)" in msg
     assert [c[1] for c in calls] == [["magnet", "zero-shot"]] * 2  # only the missing items
     info = restarted.store.study("long")
     assert info.raters_per_item == 2 and info.instructions == "Be kind"  # settings kept
-    assert restarted.admin_unfinished(True) == ""
+    assert restarted.admin_unfinished(admin_request(restarted)) == ""
 
 
 def test_planner_in_the_form(engine, tmp_path):
@@ -107,15 +119,15 @@ def test_planner_in_the_form(engine, tmp_path):
 
 def test_report_download(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.admin_create(True, "rep-1", _items_file(tmp_path, 2), 2, ["magnet"], ["appropriate"],
-                     1, 0, "", 3)  # fmt: skip
-    link = app.admin_report(True, "rep-1", -1)
+    app.admin_create(admin_request(app), "rep-1", _items_file(tmp_path, 2), 2, ["magnet"],
+                     ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    link = app.admin_report(admin_request(app), "rep-1", -1)
     assert "Download rep-1.html" in link and "works once" in link
     ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
     page = app.downloads.take(ticket).read_text(encoding="utf-8")
     assert "Study report: rep-1" in page and "Example items" in page
     with pytest.raises(gr.Error, match="no study"):
-        app.admin_report(True, "nope", -1)
+        app.admin_report(admin_request(app), "nope", -1)
 
 
 def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, monkeypatch):
@@ -132,7 +144,7 @@ def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, mon
         ]
 
     monkeypatch.setattr(app, "compare_infill", zero_shot_says_nothing)
-    msg, _ = app.admin_create(True, "empties", _items_file(tmp_path, 2), 2,
+    msg, _ = app.admin_create(admin_request(app), "empties", _items_file(tmp_path, 2), 2,
                               ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
     assert "zero-shot: 2 of 2 empty" in msg and "magnet: 0 of 2 empty" in msg
-    assert "zero-shot: 2 of 2 empty" in app.admin_progress(True, "empties").summary
+    assert "zero-shot: 2 of 2 empty" in app.admin_progress(admin_request(app), "empties").summary

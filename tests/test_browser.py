@@ -101,6 +101,7 @@ def served(tmp_path_factory):
     token, phone_token = _study(db)
     port = _free_port()
     env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
+    env["MAGNET_DATA_DIR"] = str(tmp / "data")  # the private download folder too
     env["PYTHONPATH"] = str(ROOT)
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
@@ -263,6 +264,13 @@ def test_end_to_end_in_chromium(served, page):
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")
     note.first.wait_for(state="attached")  # a cell of the results table
     _shot(page, "admin-results")
+    # the login is an HttpOnly, SameSite=Strict cookie (no script reads it), and Log out ends it
+    assert "magnet_admin" not in page.evaluate("document.cookie")
+    (cookie,) = [c for c in page.context.cookies() if c["name"] == "magnet_admin"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_text("Logged out.")).to_be_visible()
+    expect(page.get_by_text("New study")).to_be_hidden()
 
 
 def test_phone_width_infill_search_and_rater_page(served, phone):

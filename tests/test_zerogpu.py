@@ -25,11 +25,11 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
-from app_fixtures import make_app
+from app_fixtures import admin_request, make_app
 from tiny_models import save_tiny_model, tiny_engine
 
 from app import gpu
-from app.settings import SPACE_BASE_MODEL, space_env
+from app.settings import SPACE_BASE_MODEL, SPACE_PROXIES, space_env
 from magnet_model import search
 from magnet_model.settings import ModelSpec
 
@@ -125,7 +125,16 @@ def test_durations_grow_with_the_work_and_stay_under_the_cap():
 
 def test_study_outputs_are_one_gpu_call_per_item(zero_app, standin, moves):
     zero_app.admin_create(
-        True, "zg", None, 3, ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", max_span=4
+        admin_request(zero_app),
+        "zg",
+        None,
+        3,
+        ["magnet", "zero-shot"],
+        ["appropriate"],
+        1,
+        0,
+        "",
+        max_span=4,
     )
     assert [c["function"] for c in standin.calls] == ["_compare_infill"] * 3
     assert moves == [("cuda", True)] * 3
@@ -184,6 +193,8 @@ def test_space_env_defaults_and_persistent_storage(tmp_path):
     space_env(tmp_path / "repo", env, persistent=tmp_path / "absent")
     assert env == {
         "MAGNET_BASE_MODEL": SPACE_BASE_MODEL,
+        "MAGNET_FRAME_ANCESTORS": "https://huggingface.co",  # the Space's page frames the app
+        "MAGNET_TRUSTED_PROXIES": SPACE_PROXIES,  # Hugging Face's proxy, from a private address
         "MAGNET_ADAPTERS": f"magnet={tmp_path / 'repo/adapters/magnet'},"
         f"llm2vec={tmp_path / 'repo/adapters/llm2vec'}",
     }
