@@ -106,7 +106,8 @@ def prompted_lane(
     def steps():
         answers: list[str] = []
         reasons: list[str] = []
-        written: list[int] = []
+        written: list[list[int]] = []
+        capped: list[bool] = []
         n_prompt = 0
         visible = [True] * len(prefix)  # one flag per key of this lane's row
         for k in range(len(pieces) - 1):
@@ -126,18 +127,19 @@ def prompted_lane(
                 [len(new) - 1],
             )
             visible += [True] * len(new)
-            out, reason, n_written = yield from answer_steps(
+            out, reason, out_ids = yield from answer_steps(
                 runner, logits, len(ids), limit, s, stop, visible
             )
             answer, joined = prompts.read_answer(out, pieces[k], pieces[k + 1])
             answers.append(answer)
             reasons.append("joined" if joined else reason)
-            written.append(n_written)
+            written.append(out_ids)
+            capped.append(reason == "max")
         stripped, gaps = strip_gaps(pieces)
         filled, offsets = assemble(stripped, gaps, answers)
         spans = [
-            FilledSpan(a, runner.encode(a) if a else [], x, y, r, w)
-            for a, (x, y), r, w in zip(answers, offsets, reasons, written, strict=True)
+            FilledSpan(a, runner.encode(a) if a else [], x, y, r, len(w), w, c)
+            for a, (x, y), r, w, c in zip(answers, offsets, reasons, written, capped, strict=True)
         ]
         seconds = time.perf_counter() - t0
         enc = lane.first_logits or 0.0
@@ -152,7 +154,7 @@ def prompted_lane(
 def answer_steps(
     runner: Runner, logits, pos: int, limit: int, s: Sampling, stop: set[int], visible: list
 ) -> Generator:
-    """Generate an answer until a stop token or a line break -> (text, reason, tokens
+    """Generate an answer until a stop token or a line break -> (text, reason, the ids
     written): reason 'end' when the model stopped, 'max' when the limit cut it.
 
     limit counts every generated token (leading blank lines and spaces too: they cost a
@@ -181,4 +183,4 @@ def answer_steps(
         logits = yield Feed([tok], [pos], causal_see(visible, 1), [0])
         visible.append(True)
         pos += 1
-    return runner.tokenizer.decode(out), reason, len(out)
+    return runner.tokenizer.decode(out), reason, out
