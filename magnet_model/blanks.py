@@ -26,6 +26,11 @@ class FilledSpan:
     end: int
     end_reason: str  # one of END_REASONS
     written: int | None = None  # tokens the system wrote for it, before any were trimmed
+    # the tokens it wrote (prompted: its reply before the answer was read out of it; None:
+    # token_ids are what the model wrote), and whether the length limit cut them (a prompted
+    # reply cut there can still read as 'joined', when the answer was found before the cut)
+    written_ids: list[int] | None = None
+    capped: bool = False
 
     @property
     def stopped(self) -> bool:

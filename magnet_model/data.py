@@ -227,10 +227,23 @@ def write_vital_pairs(path, split: str = "train") -> int:
     return len(rows)
 
 
+def read_legacy_text(path) -> str:
+    """A text file that may predate UTF-8: UTF-8 where it decodes, else Latin-1 (every byte a
+    character). gensim's lee.cor writes '£' as the single byte 0xa3, which a UTF-8 reader
+    replaces; its lee_background.cor (gensim 4.4) happens to be plain ASCII."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
 def lee_background_docs() -> list[str]:
-    """The Lee background news corpus: 300 short news documents."""
-    with open(assets.lee_background(), encoding="utf-8", errors="replace") as f:
-        return [line.strip() for line in f if line.strip()]
+    """The Lee background news corpus: 300 short news documents (Australian news, not
+    Wikipedia; not in the training corpus: MAGNET's second held-out domain)."""
+    lines = read_legacy_text(assets.lee_background()).splitlines()
+    return [line.strip() for line in lines if line.strip()]
 
 
 def load_sts_b(split: str = "test") -> list[StsPair]:

@@ -183,7 +183,7 @@ def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec
     texts = [runner.tokenizer.decode(g) for g in generated]
     filled, offsets = assemble(job.pieces, job.gaps, texts)
     spans = [
-        FilledSpan(t, g, a, b, r)
+        FilledSpan(t, g, a, b, r, capped=r == "max")
         for t, g, (a, b), r in zip(texts, generated, offsets, reasons, strict=True)
     ]
     seconds = time.perf_counter() - t0

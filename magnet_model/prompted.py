@@ -106,7 +106,8 @@ def prompted_lane(
     def steps():
         answers: list[str] = []
         reasons: list[str] = []
-        written: list[int] = []
+        written: list[list[int]] = []
+        capped: list[bool] = []
         n_prompt = 0
         visible = [True] * len(prefix)  # one flag per key of this lane's row
         for k in range(len(pieces) - 1):
@@ -126,18 +127,19 @@ def prompted_lane(
                 [len(new) - 1],
             )
             visible += [True] * len(new)
-            out, reason, n_written = yield from answer_steps(
+            out, reason, out_ids = yield from answer_steps(
                 runner, logits, len(ids), limit, s, stop, visible, pieces[k], pieces[k + 1]
             )
             answer, joined = prompts.read_answer(out, pieces[k], pieces[k + 1])
             answers.append(answer)
             reasons.append("joined" if joined else reason)
-            written.append(n_written)
+            written.append(out_ids)
+            capped.append(reason == "max")
         stripped, gaps = strip_gaps(pieces)
         filled, offsets = assemble(stripped, gaps, answers)
         spans = [
-            FilledSpan(a, runner.encode(a) if a else [], x, y, r, w)
-            for a, (x, y), r, w in zip(answers, offsets, reasons, written, strict=True)
+            FilledSpan(a, runner.encode(a) if a else [], x, y, r, len(w), w, c)
+            for a, (x, y), r, w, c in zip(answers, offsets, reasons, written, capped, strict=True)
         ]
         seconds = time.perf_counter() - t0
         enc = lane.first_logits or 0.0
@@ -163,7 +165,7 @@ def answer_steps(
     left: str = "",
     right: str = "",
 ) -> Generator:
-    """Generate an answer until a stop token or a line break -> (text, reason, tokens
+    """Generate an answer until a stop token or a line break -> (text, reason, the ids
     written): reason 'end' when the model stopped, 'max' when the limit cut it, 'joined' when
     the reply ran into the text after the blank (left/right: the text around the blank).
 
@@ -182,16 +184,18 @@ def answer_steps(
     place; a discarded attempt's keys are hidden)."""
     first = logits.clone()
     start_pos, start_keys = pos, len(visible)
-    text, reason, n = yield from _attempt(runner, logits, pos, limit, s, stop, visible, left, right)
+    text, reason, ids = yield from _attempt(
+        runner, logits, pos, limit, s, stop, visible, left, right
+    )
     if not prompts.read_answer(text, left, right)[0]:
         visible[start_keys:] = [False] * (len(visible) - start_keys)
         not_first = sorted(
             {*_first_tokens(runner.tokenizer, right), *_first_tokens(runner.tokenizer, left)}
         )
-        text, reason, n = yield from _attempt(
+        text, reason, ids = yield from _attempt(
             runner, first, start_pos, limit, s, stop, visible, left, right, not_first
         )
-    return text, reason, n
+    return text, reason, ids
 
 
 def _first_tokens(tokenizer, text: str) -> list[int]:
@@ -219,7 +223,9 @@ def _attempt(
     tok = runner.tokenizer
     out: list[int] = []
     count = 0
-    banned = [i for i in runner.special_ids(runner.roles(None)) if i not in stop]
+    roles = runner.roles(None)
+    # never text: the special ids, and MAGNET's <span_end> (which special_ids leaves to MAGNET)
+    banned = sorted((set(runner.special_ids(roles)) | {roles.span_end}) - set(stop))
     while True:
         logits = logits.float().clone()
         logits[..., banned] = float("-inf")  # no special token is answer text
@@ -252,4 +258,4 @@ def _attempt(
         logits = yield Feed([t], [pos], causal_see(visible, 1), [0])
         visible.append(True)
         pos += 1
-    return tok.decode(out), reason, len(out)
+    return tok.decode(out), reason, out

@@ -5,7 +5,9 @@ adapter of the call switched on (Engine.using), never through generation:
 
 - hybrid_span_nll: MAGNET. A passage with one span removed is laid out as training lays it out
   (layout.build_hybrid): context with <blank>, then <span_start> + the TRUE span tokens + the
-  learnt <span_end>. The loss is read on the span positions (and, separately, on <span_end>).
+  learnt <span_end>. The loss is read on the span positions (and, separately, on <span_end>);
+  the same forward gives log p(<span_end>) after every true span token (where does the model
+  put the end?).
 - prompted_span_nll: the paper's baseline. The zero-/five-shot prompt of prompts.py, then the
   true span as the answer, then the answer's end (<|im_end|> in chat style, a line break in
   plain style), adapter off.
@@ -71,6 +73,10 @@ class SpanNLL:
     span: float
     end: float  # NLL of the end token alone
     n_tokens: int  # the span's token count in the passage (the common denominator)
+    # hybrid only: log p(<span_end>) after each true span token (n_tokens values; the last is
+    # at the true end), read as decoding reads it; the <span_start> output is left out, since
+    # decoding never ends a span before its first token
+    end_logp: np.ndarray | None = None
 
 
 def _word_starts(text: str, offsets: Sequence[tuple[int, int]]) -> list[bool]:
@@ -150,6 +156,11 @@ def _pad(rows: list[list[int]], value: int, width: int) -> list[list[int]]:
     return [r + [value] * (width - len(r)) for r in rows]
 
 
+def nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """NLL (nats) of each label: the default score of row_scores."""
+    return torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+
+
 def row_nlls(
     engine,
     rows: Sequence[Row],
@@ -158,11 +169,25 @@ def row_nlls(
     batch_size: int = 8,
     read: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[np.ndarray]:
-    """Per-row NLL (nats) of every labelled position, in label order.
+    """Per-row NLL (nats) of every labelled position, in label order (row_scores)."""
+    return row_scores(engine, rows, adapter, mode, batch_size, read)
+
+
+def row_scores(
+    engine,
+    rows: Sequence[Row],
+    adapter: str | None,
+    mode: str,
+    batch_size: int = 8,
+    read: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nll,
+) -> list[np.ndarray]:
+    """Per-row score(logits, labels) of every labelled position, in label order: (n,) or
+    (n, k) per row, as score returns per position (default: the NLL).
 
     Rows are sorted by length and right-padded; the 4-D mask of `mode` keeps padding out.
     Only labelled positions go through the LM head; read (if given) turns their logits into
-    the ones decoding uses (span_end.SpanEnd.apply) before the loss.
+    the ones decoding uses (span_end.SpanEnd.apply) before the score.
     """
     read = read or (lambda logits: logits)
     out: list[np.ndarray] = [np.zeros(0)] * len(rows)
@@ -186,18 +211,17 @@ def row_nlls(
             h = engine.hidden_states(ids, mask, pos)
             sel = labels != IGNORE
             hs, ys = h[sel], labels[sel]
-            nll = torch.cat(
+            scores = torch.cat(
                 [
-                    torch.nn.functional.cross_entropy(
+                    score(
                         read(engine.logits(hs[i : i + LOGIT_CHUNK]).float()),
                         ys[i : i + LOGIT_CHUNK],
-                        reduction="none",
                     )
                     for i in range(0, len(ys), LOGIT_CHUNK)
                 ]
             )
         counts = sel.sum(1).tolist()
-        for j, part in zip(order[at : at + batch_size], nll.split(counts), strict=True):
+        for j, part in zip(order[at : at + batch_size], scores.split(counts), strict=True):
             out[j] = part.cpu().numpy().astype(np.float64)
     return out
 
@@ -209,17 +233,25 @@ def hybrid_span_nll(
     engine, cases: Sequence[SpanCase], adapter: str, batch_size: int = 8
 ) -> list[SpanNLL]:
     """MAGNET: the true span after <span_start>, reading left AND right context (one forward);
-    <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration)."""
+    <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration), and
+    log p(<span_end>) kept at every span position (SpanNLL.end_logp)."""
     roles, bos = engine.roles(adapter), engine.bos(adapter)
     rows = []
     for c in cases:
         seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True)
         rows.append(Row(seq.input_ids, seq.labels, seq.segments, seq.position_ids))
     span_end = engine.runner.span_end(adapter)
-    nlls = row_nlls(engine, rows, adapter, "hybrid", batch_size, span_end.apply)
+    end = span_end.token
+
+    def nll_and_end(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logp = torch.log_softmax(logits, dim=-1)
+        return torch.stack([-logp.gather(1, labels[:, None])[:, 0], logp[:, end]], dim=1)
+
+    scores = row_scores(engine, rows, adapter, "hybrid", batch_size, span_end.apply, nll_and_end)
+    # labels: span tokens 1..n, then the end; outputs 1..n are those after each span token
     return [
-        SpanNLL(float(x[:-1].sum()), float(x[-1]), c.n_tokens)
-        for x, c in zip(nlls, cases, strict=True)
+        SpanNLL(float(x[:-1, 0].sum()), float(x[-1, 0]), c.n_tokens, x[1:, 1].copy())
+        for x, c in zip(scores, cases, strict=True)
     ]
 
 

@@ -32,6 +32,16 @@ def test_lee_background():
     assert len(docs) == 300 and "bushfire" in docs[0]
 
 
+def test_lee_corpus_bytes_that_are_not_utf8_read_as_latin1(tmp_path, monkeypatch):
+    """The Lee corpora predate UTF-8: gensim's lee.cor writes '£' as the byte 0xa3."""
+    f = tmp_path / "lee.cor"
+    f.write_bytes(b"a \xa33,000 satellite tracking device\n\n second story \n")
+    monkeypatch.setattr(data.assets, "lee_background", lambda: f)
+    assert data.lee_background_docs() == ["a £3,000 satellite tracking device", "second story"]
+    f.write_bytes("caf\u00e9 \u00a35\n".encode())  # a UTF-8 copy stays UTF-8
+    assert data.lee_background_docs() == ["café £5"]
+
+
 def test_sts_b_has_scores_and_sentences():
     test = data.load_sts_b("test")
     assert len(test) == 1379

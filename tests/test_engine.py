@@ -500,10 +500,10 @@ def test_prompted_answer_cut_at_the_limit_says_max_even_after_leading_spaces(
     decode = tok.decode  # the tiny tokenizer has no blank token: let "mat" read as one
     monkeypatch.setattr(tok, "decode", lambda ids, **kw: " " if ids == [blank] else decode(ids))
     text, reason, written = _drive_answer(engine, [blank, cat, sat], limit=3, stop=set())
-    assert (text, reason, written) == (decode([cat, sat]), "max", 2)
+    assert (text, reason, written) == (decode([cat, sat]), "max", [cat, sat])
     eos = tok.eos_token_id
     text, reason, written = _drive_answer(engine, [cat, eos], limit=3, stop={eos})
-    assert (reason, written) == ("end", 1)
+    assert (reason, written) == ("end", [cat])
 
 
 def test_prompted_answers_never_contain_a_special_token(engine, tok):
@@ -524,7 +524,30 @@ def test_prompted_answers_never_contain_a_special_token(engine, tok):
     with pytest.raises(StopIteration) as done:
         steps.send(ranked(special, sat))
     text, reason, written = done.value.value
-    assert text == tok.decode([cat, sat]) and reason == "max" and written == 2
+    assert text == tok.decode([cat, sat]) and reason == "max" and written == [cat, sat]
+
+
+def test_a_prompted_reply_cut_at_the_limit_is_capped_even_when_it_reads_as_joined(
+    engine, tok, monkeypatch
+):
+    """The reply ran on into the right context: shown as 'joined' (the answer was read out of
+    it) whether or not the cap cut it; capped says which, and the ids it wrote are kept."""
+    from magnet_model import prompted
+
+    ids = tok(" sat on the mat", add_special_tokens=False).input_ids
+
+    def scripted(reason: str):
+        def reply(runner, logits, pos, limit, s, stop, visible):
+            return tok.decode(ids), reason, ids
+            yield  # a generator, as answer_steps is
+
+        return reply
+
+    for reason, capped in (("max", True), ("end", False)):
+        monkeypatch.setattr(prompted, "answer_steps", scripted(reason))
+        (span,) = engine.infill_prompted("the cat [blank] on the mat", max_span_tokens=5).spans
+        assert (span.text, span.end_reason, span.capped) == ("sat", "joined", capped)
+        assert span.written_ids == ids and span.written == len(ids)
 
 
 def _ranked(vocab: int, ts: list[int]) -> torch.Tensor:

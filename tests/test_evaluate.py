@@ -8,6 +8,7 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from tiny_models import tiny_engine
@@ -79,6 +80,22 @@ def test_infill_scores_per_system(tiny_run):
         magnet["infill_tokens_mean"] / magnet["true_span_tokens_mean"]
     )
     assert magnet["end_nll_mean"] > 0
+    assert 0 <= magnet["end_auc"] <= 1
+    for fills in (magnet, base["zero_shot_fills"], base["five_shot_fills"]):
+        assert fills["n_infills"] == ev.QUICK.n_infills
+        for key in ("within_30_share", "empty_share", "junk_share"):
+            assert 0 <= fills[key] <= 1
+    assert 0 <= base["five_shot_fills"]["ended_share"] <= 1
+    # the second domain: Lee news, its own cases and the same figures under "news"
+    assert report["domains"] == ["wikipedia", "news"]
+    assert infill["sizes"]["news_passages"] == ev.QUICK.n_news_passages
+    news = infill["systems"]["magnet"]["news"]
+    assert news["hybrid_ppl"] != magnet["hybrid_ppl"] and 0 <= news["stop_share"] <= 1
+    assert set(news) >= {"end_auc", "within_30_share", "empty_share", "junk_share"}
+    assert set(infill["systems"]["base"]["news"]) >= {"zero_shot_ppl", "five_shot_fills"}
+    assert "news" in infill["systems"]["llm2vec"] and "hybrid_ppl" not in llm2vec["news"]
+    (news_example,) = infill["news_examples"]
+    assert news_example["truth"] and set(news_example) >= {"magnet", "base five-shot"}
 
 
 def test_other_tasks_per_system(tiny_run):
@@ -143,6 +160,104 @@ def test_markdown_shows_the_json_side_by_side(tiny_run):
     assert "| Infilling | passages 6" in md
 
 
+def _row(md: str, label: str) -> list[str]:
+    (line,) = [ln for ln in md.splitlines() if ln.startswith(f"| Infilling | {label} |")]
+    return line.split(" | ")
+
+
+def test_markdown_shows_the_fill_figures_of_both_domains(tiny_run):
+    report, md = tiny_run
+    res = report["tasks"]["infill"]["systems"]
+    for domain, at in (("", ()), (", news", ("news",))):
+        magnet, base = res["magnet"], res["base"]
+        for k in at:
+            magnet, base = magnet[k], base[k]
+        auc = _row(md, f"AUC of p(<span_end>): true end vs. the other span positions{domain}")
+        assert auc[4] == f"{magnet['end_auc']:.3f}" and auc[2] == "–"
+        within = _row(md, f"infills within ±30% of the true length (tokens){domain}")
+        assert within[4] == f"{magnet['within_30_share']:.0%}" and within[7] == "magnet >= 50%"
+        junk = _row(md, f"infills with a never-trained or special token{domain}")
+        assert junk[4] == f"{magnet['junk_share']:.0%}" and junk[7] == "magnet 0%"
+        empty = _row(md, f"empty infills, prompted five-shot{domain}")
+        assert empty[2] == f"{base['five_shot_fills']['empty_share']:.0%}"
+        assert empty[7] == "base <= 5%"
+        ended = _row(
+            md,
+            f"prompted zero-shot replies that ended before the cap (stop token or line break)"
+            f"{domain}",
+        )
+        assert ended[2] == f"{base['zero_shot_fills']['ended_share']:.0%}"
+        stop = _row(md, f"infills that stop by themselves (<span_end>){domain}")
+        assert stop[4] == f"{magnet['stop_share']:.0%}" and stop[7] == "magnet >= 80%"
+        assert (
+            _row(md, f"span PPL, prompted zero-shot{domain}")[2] == f"{base['zero_shot_ppl']:.2f}"
+        )
+
+
+# ---------------------------------------------------------------- the fill statistics
+
+
+def _span(engine, text: str, ids=None, reason="end", **kw):
+    from magnet_model.blanks import FilledSpan
+
+    ids = engine.runner.encode(text) if ids is None else ids
+    return FilledSpan(text, ids, 0, len(text), reason, **kw)
+
+
+def _case(engine, span: str):
+    from magnet_model.scoring import SpanCase
+
+    enc = engine.runner.encode
+    left, right = "the cat sat on", "the dog ran ."
+    return SpanCase(enc(left), enc(span), enc(right), left, span, right)
+
+
+def test_fill_stats_count_empty_fills_and_lengths_within_30_percent():
+    engine = tiny_engine()
+    truth = _case(engine, "the old red fish swam in the pond and")  # 9 tokens
+    spans = [
+        _span(engine, "   ", []),  # empty
+        _span(engine, "the big blue fish swam in the sea"),  # 8: within 30%
+        _span(engine, "a small bird flew to the old river in the city at night"),  # 13: 1.44x
+        _span(engine, "the cat sat on the mat"),  # 6: 0.67x
+    ]
+    got = ev.fill_stats(engine, spans, [truth] * 4, "magnet")
+    assert got["empty_share"] == 0.25
+    assert got["within_30_share"] == 0.25
+    assert got["length_ratio"] == pytest.approx((0 + 8 + 13 + 6) / 4 / 9)
+    assert got["n_infills"] == 4 and got["junk_share"] == 0
+
+
+def test_fill_stats_count_fills_with_a_never_trained_or_special_token(monkeypatch):
+    engine = tiny_engine()
+    tok = engine.tokenizer
+    truth = _case(engine, "the old red fish swam in the pond and")
+    fish = tok.convert_tokens_to_ids("fish")
+    roles = engine.roles("magnet")
+    clean = _span(engine, "the big blue fish")
+    # a tie member / special token (never text), and a role token a prompted reply wrote
+    special = _span(engine, "the big", [*engine.runner.encode("the big"), roles.mask])
+    prompted = _span(engine, "the big", written_ids=[roles.span_end])
+    spans = [clean, special, prompted]
+    assert ev.fill_stats(engine, spans, [truth] * 3, "magnet")["junk_share"] == pytest.approx(2 / 3)
+    # a never-trained row (head_rows.undertrained; the random tiny head has none)
+    monkeypatch.setattr(engine.runner, "_undertrained", [fish])
+    assert ev.fill_stats(engine, spans, [truth] * 3, None)["junk_share"] == 1.0
+
+
+def test_end_auc_ranks_p_end_at_the_true_end_against_the_other_span_positions():
+    from magnet_model.scoring import SpanNLL
+
+    # ends at -1 and -3; the other positions -5, -4 and -2, -6: 7 of 8 pairs ranked right
+    scores = [
+        SpanNLL(1.0, 1.0, 3, np.array([-5.0, -4.0, -1.0])),
+        SpanNLL(1.0, 3.0, 3, np.array([-2.0, -6.0, -3.0])),
+    ]
+    assert ev.end_auc(scores) == pytest.approx(7 / 8)
+    assert ev.end_auc(scores[:1]) == 1.0
+    assert math.isnan(ev.end_auc([SpanNLL(1.0, 1.0, 1, np.array([-1.0]))]))  # no negative
+
+
 # ---------------------------------------------------------------- flags
 
 
@@ -179,6 +294,20 @@ def test_pooling_variants_resolve_to_their_adapter_or_a_clear_error():
     for bad in ("magnet@max", "minilm@mean"):
         with pytest.raises(ConfigError, match="ADAPTER@last|mean"):
             ev.resolve_systems(engine, [bad])
+
+
+def test_domains_default_to_both_and_heldout_alone_needs_no_gensim(tmp_path):
+    assert parse([]).domains == ["wikipedia", "news"]
+    held = tmp_path / "held.txt"
+    held.write_text("a passage\n")
+    assert parse(["--heldout", str(held)]).domains == ["wikipedia"]
+    assert parse(["--heldout", str(held), "--domains", "news,wikipedia"]).domains == [
+        "news",
+        "wikipedia",
+    ]
+    assert parse(["--quick"]).sizes.n_news_passages == 4
+    with pytest.raises(ConfigError, match="Unknown domains: web"):
+        parse(["--domains", "wikipedia,web"])
 
 
 def test_quick_sizes_and_explicit_overrides():
@@ -239,6 +368,31 @@ def test_targets_are_judged_on_measured_numbers_only():
     report["tasks"]["infill"]["systems"]["magnet"]["hybrid_ppl"] = 14.1
     met = {(t.row, t.text): t.met for t in ev.check_targets(report)}
     assert met[(hybrid, "magnet <= 0.70 x best prompted base")] is False
+
+
+def test_fill_targets_are_judged_per_domain():
+    fills = {"within_30_share": 0.5, "junk_share": 0.0, "stop_share": 0.9, "length_ratio": 1.0}
+    prompted = {"junk_share": 0.0, "empty_share": 0.05}
+    report = _report(
+        infill={
+            "magnet": {**fills, "news": {**fills, "stop_share": 0.5, "junk_share": 0.1}},
+            "base": {
+                "zero_shot_fills": prompted,
+                "five_shot_fills": {**prompted, "empty_share": 0.1},
+                "news": {"zero_shot_fills": {**prompted, "junk_share": 0.5}},
+            },
+        }
+    )
+    report["domains"] = ["wikipedia", "news"]
+    met = {(t.row, t.text): t.met for t in ev.check_targets(report)}
+    stop, junk = "infills that stop by themselves (<span_end>)", ev.JUNK
+    assert met[(stop, "magnet >= 80%")] and met[(f"{stop}, news", "magnet >= 80%")] is False
+    assert met[(ev.WITHIN_30, "magnet >= 50%")] and met[(f"{ev.WITHIN_30}, news", "magnet >= 50%")]
+    assert met[(junk, "magnet 0%")] and met[(f"{junk}, news", "magnet 0%")] is False
+    assert met[(f"{ev.EMPTY}, prompted zero-shot", "base <= 5%")]
+    assert met[(f"{ev.EMPTY}, prompted five-shot", "base <= 5%")] is False
+    assert met[(f"{junk}, prompted zero-shot, news", "base 0%")] is False
+    assert met[(f"{ev.EMPTY}, prompted five-shot, news", "base <= 5%")] is None  # not measured
 
 
 # ---------------------------------------------------------------- the real embedded model

@@ -97,6 +97,34 @@ def test_hybrid_span_nll_equals_one_plain_forward(engine, cases, adapter):
             assert g.end == pytest.approx(want[-1], rel=1e-4)
 
 
+def test_hybrid_span_nll_keeps_log_p_end_at_every_span_position(engine, cases, monkeypatch):
+    """end_logp: log p(<span_end>) after each true span token (the <span_start> output left
+    out), through the same SpanEnd as decoding: here a bias, so the plain softmax must get it
+    too."""
+    from magnet_model.span_end import SpanEnd
+
+    end = engine.roles("magnet").span_end
+    monkeypatch.setattr(engine.runner, "span_end", lambda adapter: SpanEnd(end, (end,), 1.5))
+    got = scoring.hybrid_span_nll(engine, cases, adapter="magnet", batch_size=2)
+    roles, bos = engine.roles("magnet"), engine.bos("magnet")
+    with engine.using("magnet"):
+        for c, g in zip(cases, got, strict=True):
+            seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, True)
+            ones = torch.ones(1, len(seq.input_ids), dtype=torch.long)
+            mask = build_mask("hybrid", ones, torch.tensor([seq.segments]))
+            logits = engine.model(
+                input_ids=torch.tensor([seq.input_ids]),
+                attention_mask=mask,
+                position_ids=torch.tensor([seq.position_ids]),
+            ).logits[0]
+            logits[:, end] += 1.5
+            keep = torch.tensor(seq.labels) != IGNORE
+            want = torch.log_softmax(logits[keep], dim=-1)[1:, end].numpy()
+            assert len(g.end_logp) == c.n_tokens
+            assert g.end_logp == pytest.approx(want, rel=1e-4, abs=1e-5)
+            assert -g.end_logp[-1] == pytest.approx(g.end, rel=1e-4)  # the last: the true end
+
+
 def test_hybrid_span_nll_reads_the_right_context(engine, cases):
     c = cases[0]
     changed = scoring.SpanCase(
