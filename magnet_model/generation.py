@@ -65,13 +65,21 @@ class TextStream:
 
 
 def continue_steps(
-    ids: list[int], max_new: int, s: Sampling, stop: set[int], out: list[int]
+    ids: list[int],
+    max_new: int,
+    s: Sampling,
+    stop: set[int],
+    out: list[int],
+    banned: list[int] = (),
 ) -> Generator:
     """Causal generation from a prompt as lane steps; appends tokens to out; returns 'eos' or
-    'max'."""
+    'max'. banned: tokens never generated (Runner.never_text_ids)."""
     n = len(ids)
+    banned = list(banned)
     logits = yield Feed(ids, list(range(n)), causal_see(0, n), [n - 1])
     for i in range(max_new):
+        if banned:
+            logits[..., banned] = float("-inf")
         tok = int(s.pick(logits)[0])
         if tok in stop:
             return "eos"
@@ -106,7 +114,8 @@ def continuation_lanes(
     lanes = []
     for name, out in zip(names, outs, strict=True):
         s = sampling.start()  # each lane its own generator: the same seed, the same stream
-        lanes.append(Lane(name, continue_steps(ids, max_new, s, stop, out)))
+        steps = continue_steps(ids, max_new, s, stop, out, runner.never_text_ids)
+        lanes.append(Lane(name, steps))
     return lanes, outs, ids
 
 
@@ -138,7 +147,8 @@ def continue_events(runner: Runner, prompt, adapter, max_new_tokens, s: Sampling
     max_new = max_new_tokens or runner.config.max_new_tokens
     runner.check_length(len(ids), max_new)
     out: list[int] = []
-    lane = Lane(name, continue_steps(ids, max_new, s, _stop_ids(runner), out))
+    steps = continue_steps(ids, max_new, s, _stop_ids(runner), out, runner.never_text_ids)
+    lane = Lane(name, steps)
 
     def events():
         stream = TextStream(runner.tokenizer, ids)

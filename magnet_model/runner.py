@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -86,6 +87,7 @@ class Runner:
                 self.role_rows[name] = rows.to(self.head.weight.device)
         self._default_roles: TokenRoles | None = None
         self._undertrained: list[int] | None = None  # head rows never trained (head_rows)
+        self._never_text: list[int] | None = None  # never in any generated text
         self._ties: dict[int, tuple[int, ...]] = {}  # token -> its head-row tie
         self._row_loras: dict[tuple, RowLora | None] = {}  # stacked LoRA for mixed batches
         cap = getattr(self.lm.config, "max_position_embeddings", None) or 2048
@@ -135,7 +137,7 @@ class Runner:
         added = self.tokenizer.added_tokens_decoder  # id -> AddedToken
         ids = set(self.tokenizer.all_special_ids) | {i for i, t in added.items() if t.special}
         ids |= roles.special_ids() | {roles.sentence_end, roles.pad}
-        ids |= set(self.undertrained_ids) | set(self.tie(roles.span_end))
+        ids |= set(self.never_text_ids) | set(self.tie(roles.span_end))
         return sorted(i for i in ids if i != roles.span_end and i < len(self.tokenizer))
 
     @property
@@ -145,6 +147,23 @@ class Runner:
             with self.lock:
                 self._undertrained = undertrained(self.head.weight)
         return self._undertrained
+
+    @property
+    def never_text_ids(self) -> list[int]:
+        """Tokens no generated text may hold, whatever the system: the never-trained rows, and
+        the tokens that write a control character (other than tab and line breaks)."""
+        if self._never_text is None:
+            with self.lock:
+                control = [
+                    i
+                    for i in range(len(self.tokenizer))
+                    if any(
+                        unicodedata.category(c) == "Cc" and c not in "\t\n\r"
+                        for c in self.tokenizer.decode([i])
+                    )
+                ]
+                self._never_text = sorted(set(self.undertrained_ids) | set(control))
+        return self._never_text
 
     def tie(self, token: int) -> tuple[int, ...]:
         """The token and every token whose head row (near-)duplicates its row."""

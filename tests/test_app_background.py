@@ -10,7 +10,7 @@ import time
 
 import gradio as gr
 import pytest
-from app_fixtures import make_app
+from app_fixtures import admin_request, make_app
 from tiny_models import tiny_engine
 
 from app.jobs import ModelGate
@@ -73,7 +73,16 @@ def test_a_study_generates_in_the_background_and_lets_demo_calls_through(
         return real(text, systems, **kw)
 
     monkeypatch.setattr(engine, "compare_infill", slow_study_items)
-    args = (True, "big", _items(tmp_path, 4), 4, ["magnet", "zero-shot"], ["appropriate"], 1, 0)
+    args = (
+        admin_request(app),
+        "big",
+        _items(tmp_path, 4),
+        4,
+        ["magnet", "zero-shot"],
+        ["appropriate"],
+        1,
+        0,
+    )
     results = []
 
     def admin_tab():
@@ -82,7 +91,7 @@ def test_a_study_generates_in_the_background_and_lets_demo_calls_through(
     first = threading.Thread(target=admin_tab)  # the admin clicks create, then closes the tab
     first.start()
     assert stuck.wait(60)
-    note = app.admin_unfinished(True)
+    note = app.admin_unfinished(admin_request(app))
     assert note == "big: generating in the background, 0/8 outputs." and "Stopped" not in note
     t0 = time.perf_counter()
     view = app.infill("the dog [blank] in the river .", max_span=3)  # a visitor meanwhile
@@ -97,7 +106,7 @@ def test_a_study_generates_in_the_background_and_lets_demo_calls_through(
     assert len(results) == 2 and results[0][0] == results[1][0]
     assert results[0][0].startswith("Created study 'big': 4 items")
     assert [s.name for s in app.store.list_studies()] == ["big"]
-    assert app.admin_unfinished(True) == ""
+    assert app.admin_unfinished(admin_request(app)) == ""
 
 
 def test_a_stopped_generation_says_why_and_how_to_resume(engine, tmp_path, monkeypatch):
@@ -107,10 +116,21 @@ def test_a_stopped_generation_says_why_and_how_to_resume(engine, tmp_path, monke
         raise RuntimeError("CUDA out of memory")
 
     monkeypatch.setattr(engine, "compare_infill", fails)
-    args = (True, "oom", _items(tmp_path, 2), 2, ["magnet"], ["appropriate"], 1, 0, "", 3)
+    args = (
+        admin_request(app),
+        "oom",
+        _items(tmp_path, 2),
+        2,
+        ["magnet"],
+        ["appropriate"],
+        1,
+        0,
+        "",
+        3,
+    )
     with pytest.raises(gr.Error, match=r"stopped: CUDA out of memory\. .* to resume"):
         app.admin_create(*args)
-    note = app.admin_unfinished(True)
+    note = app.admin_unfinished(admin_request(app))
     assert (
         note.startswith("Stopped while generating") and "oom (stopped: CUDA out of memory)" in note
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from app_fixtures import make_app
+from app_fixtures import admin_request, make_app
 from scipy import stats
 from tiny_models import tiny_engine
 
@@ -28,7 +28,9 @@ def words(fills) -> int:
 @pytest.mark.parametrize("kind, span", [("words", 8), ("sentence", 24)])
 def test_checks_are_held_out_unique_and_as_long_as_the_systems_fills(engine, tmp_path, kind, span):
     app = make_app(tmp_path, engine, max_span_tokens=span)
-    app.admin_create(True, "s", None, 12, SYSTEMS, ["appropriate"], 1, 6, "", span, kind)
+    app.admin_create(
+        admin_request(app), "s", None, 12, SYSTEMS, ["appropriate"], 1, 6, "", span, kind
+    )
     items, outputs = app.store.items("s")
     gold = {it.key for it in items if it.is_gold}
     regular = [it for it in items if not it.is_gold]
@@ -55,5 +57,7 @@ def test_too_few_held_out_passages_are_refused_before_any_generation(engine, tmp
     calls = []
     app.compare_infill = lambda *a: calls.append(a)
     with pytest.raises(Exception, match=r"need 6 passages .* there are 2"):
-        app.admin_create(True, "u", str(path), 4, SYSTEMS, ["appropriate"], 1, 2, "", 3)
+        app.admin_create(
+            admin_request(app), "u", str(path), 4, SYSTEMS, ["appropriate"], 1, 2, "", 3
+        )
     assert calls == [] and studies.unfinished(app.store) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
-from app_fixtures import make_app
+from app_fixtures import admin_request, make_app
 from tiny_models import tiny_engine
 
 from app import studies
@@ -22,7 +22,7 @@ def engine():
 
 def test_pasting_an_item_into_the_demo_does_not_reproduce_its_outputs(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.admin_create(True, "s", None, 6, SYSTEMS, ["appropriate"], 1, 0, "", 8)
+    app.admin_create(admin_request(app), "s", None, 6, SYSTEMS, ["appropriate"], 1, 0, "", 8)
     items, outputs = app.store.items("s")
     assert all(o.decoding["do_sample"] for o in outputs)
     assert all(o.decoding["temperature"] >= 0.7 and o.decoding["top_p"] >= 0.9 for o in outputs)
@@ -54,7 +54,9 @@ def test_a_study_deployment_serves_only_the_rater_page_and_admin(engine, tmp_pat
 
 def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.admin_create(True, "pilot study", None, 2, SYSTEMS[:2], ["appropriate"], 1, 0, "", 3)
+    app.admin_create(
+        admin_request(app), "pilot study", None, 2, SYSTEMS[:2], ["appropriate"], 1, 0, "", 3
+    )
     token = app.store.invite("pilot study", "Ada").token
     assert app.rate_open(token).title == "pilot study"
     assert app.rate_load("", None).view.title == "Rating"

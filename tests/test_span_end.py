@@ -206,6 +206,8 @@ def test_no_fill_contains_a_never_trained_or_tied_token(tok):
     ]
     for r in results:
         assert not {t for s in r.spans for t in s.token_ids} & set(junk)
+    for adapter in (None, "magnet"):  # nor any continuation
+        assert not set(engine.generate("the cat", adapter, max_new_tokens=8).token_ids) & set(junk)
 
 
 def test_a_typed_role_token_name_is_text(tok):
