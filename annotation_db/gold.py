@@ -91,18 +91,17 @@ def make_gold_items(
             )
         )
         for j, donor in enumerate(rng.sample(head, n_outputs - 1)):
-            d_orig = _spans(donor)
-            wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
-            outs.append(
-                OutputIn(
-                    key,
-                    GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}",
-                    fill_blanks(it.text, wrong, blank),
-                    wrong,
-                    gold_role="corrupted",
-                )
-            )
+            outs.append(_wrong_output(key, it.text, orig, _spans(donor), j, n_outputs, blank))
     return gold_items, outs
+
+
+def _wrong_output(
+    key: str, text: str, orig: list[str], donor: list[str], j: int, n_outputs: int, blank: str
+) -> OutputIn:
+    """The j-th wrong output of a check: the donor passage's spans in the check's blanks."""
+    wrong = [donor[i % len(donor)] for i in range(len(orig))]
+    system = GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}"
+    return OutputIn(key, system, fill_blanks(text, wrong, blank), wrong, gold_role="corrupted")
 
 
 def _words(spans: Sequence[str]) -> int:
@@ -183,15 +182,6 @@ def held_out_gold_items(
             )
         )
         for j, target in enumerate(mine[1:]):
-            d_orig = _spans(take(target, it.source))
-            wrong = [d_orig[i % len(d_orig)] for i in range(len(orig))]
-            outs.append(
-                OutputIn(
-                    key,
-                    GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}",
-                    fill_blanks(it.text, wrong, blank),
-                    wrong,
-                    gold_role="corrupted",
-                )
-            )
+            donor = _spans(take(target, it.source))
+            outs.append(_wrong_output(key, it.text, orig, donor, j, n_outputs, blank))
     return gold_items, outs
