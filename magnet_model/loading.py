@@ -206,6 +206,19 @@ def _adapter_source(name: str, ref: str) -> tuple[str, dict]:
     return (str(local), {}) if local.exists() else (ref, hub_kwargs())
 
 
+def _check_adapter_name(name: str) -> None:
+    """peft keeps each adapter as a named submodule: a name torch's modules already use
+    ("cpu", "to", "eval"...) or one with a dot cannot be one."""
+    import torch
+
+    if not name or "." in name or hasattr(torch.nn.Module, name):
+        raise ModelLoadError(
+            f"'{name}' cannot name an adapter (torch's modules use it, or it has a dot); "
+            "choose another name in MAGNET_ADAPTERS or --adapters.",
+            adapter=name,
+        )
+
+
 def _adapter_error(name: str, ref: str, e: Exception) -> ModelLoadError:
     if not Path(ref).expanduser().exists():
         return _hub_error(f"adapter '{name}' ({ref})", e, adapter=name)
@@ -233,6 +246,7 @@ def attach_available(
     peft_model = None
     for name, ref in adapters.items():
         try:
+            _check_adapter_name(name)
             src, hub = _adapter_source(name, ref)
             try:
                 load_peft_weights(src, device="cpu", **hub)  # readable before anything changes

@@ -273,11 +273,11 @@ class Runner:
         row of hidden (default: the one now on), for its trained role rows."""
         with torch.inference_mode():
             out = self.head(hidden)
-            for rows, sel in self._row_groups(adapters, hidden.shape[0] if hidden.dim() else 0):
+            for rows, sel in self._row_groups(adapters):
                 out = rows.logits(hidden, out, sel)
             return out
 
-    def _row_groups(self, adapters: list[str] | None, n: int) -> list[tuple[RoleRows, object]]:
+    def _row_groups(self, adapters: list[str] | None) -> list[tuple[RoleRows, object]]:
         """(role rows, which rows of the batch use them: a bool tensor, None = all) for each
         adapter of the batch that has trained role rows."""
         if not self.role_rows:
@@ -295,7 +295,7 @@ class Runner:
     def _role_embeds(self, ids: torch.Tensor, adapters: list[str] | None):
         """Input embeddings with the role rows of each row's adapter, or None when no row of
         the batch has trained role rows (the decoder then embeds the ids itself)."""
-        groups = self._row_groups(adapters, ids.shape[0])
+        groups = self._row_groups(adapters)
         if not groups:
             return None
         embeds = self.lm.get_input_embeddings()(ids)

@@ -73,6 +73,22 @@ def test_adapters_load_by_name_over_one_base(tiny_dir, tiny_tokenizer, tmp_path)
     assert not torch.allclose(a, b) and not torch.allclose(a, base)
 
 
+@pytest.mark.parametrize("name", ["cpu", "to", "a.b"])
+def test_an_adapter_name_torch_uses_is_one_sentence(tiny_dir, tiny_tokenizer, tmp_path, name):
+    from peft import LoraConfig, get_peft_model
+    from tiny_models import make_tiny_llama
+
+    cfg = LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False)
+    get_peft_model(make_tiny_llama(len(tiny_tokenizer)), cfg).save_pretrained(tmp_path / "a")
+    spec = ModelSpec(
+        base=str(tiny_dir), adapters={"first": str(tmp_path / "a"), name: str(tmp_path / "a")}
+    )
+    with pytest.raises(ModelLoadError, match="cannot name an adapter"):
+        load_model(spec)
+    loaded = load_model(spec, skip_failed_adapters=True)  # the other adapter is served
+    assert set(loaded.model.peft_config) == {"first"} and name in loaded.failed
+
+
 def test_bad_adapter_paths(tiny_dir, tmp_path):
     with pytest.raises(ModelLoadError, match="no adapter_config.json"):
         load_model(ModelSpec(base=str(tiny_dir), adapters={"magnet": str(tmp_path)}))
