@@ -537,7 +537,7 @@ def test_a_prompted_reply_cut_at_the_limit_is_capped_even_when_it_reads_as_joine
     ids = tok(" sat on the mat", add_special_tokens=False).input_ids
 
     def scripted(reason: str):
-        def reply(runner, logits, pos, limit, s, stop, visible):
+        def reply(runner, logits, pos, limit, s, stop, visible, left="", right=""):
             return tok.decode(ids), reason, ids
             yield  # a generator, as answer_steps is
 
@@ -582,7 +582,7 @@ def test_prompted_answer_may_not_end_before_it_has_begun(engine, tok):
     the, cat, sat = tok("the cat sat", add_special_tokens=False).input_ids
     plan = {(5, the): [cat], (6, cat): [eos, sat], (7, sat): [eos]}
     text, reason, written = _drive_reply(engine, [the], plan, "the cat ", " on the mat .", [])
-    assert (reason, written) == ("end", 3)
+    assert (reason, len(written)) == ("end", 3)
     assert prompts.read_answer(text, "the cat ", " on the mat .") == ("sat", False)
 
 
@@ -597,7 +597,7 @@ def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
     text, reason, written = _drive_reply(
         engine, [on, sat], plan, "the cat ", " on the mat", visible
     )
-    assert (text, reason, written) == ("sat", "end", 1)
+    assert (text, reason, len(written)) == ("sat", "end", 1)
     assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
 
 
