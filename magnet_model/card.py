@@ -250,10 +250,12 @@ def _calibration(c: dict) -> str:
     """The calibration as the card states it: a calibration, fitted after training."""
     before, after = c.get("end_nll", [None, None])
     nll = f"; end NLL there {before} -> {after} nats" if before is not None else ""
+    n = len(c.get("tie", [])) or 1
+    tie = f"its head row shared by {n} tokens, whose mass it takes" if n > 1 else "a row its own"
     return (
         f"a calibration, not training: {c['span_end_bias']:+.3f} added to the <span_end> logit "
-        f"(its head-row tie of {len(c.get('tie', [])) or 1} tokens merged) in decoding and "
-        f"scoring, fitted on {c.get('fitted_on', 'training views')}{nll}; `{c.get('command')}`"
+        f"({tie}) in decoding and scoring, fitted on "
+        f"{c.get('fitted_on', 'training views')}{nll}; `{c.get('command')}`"
     )
 
 

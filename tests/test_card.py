@@ -112,3 +112,28 @@ def test_card_cli_writes_the_readme_with_the_given_base(trained, capsys):
     assert card.main([*argv, "--base-model", base]) == 0
     written = ModelCard.load(trained / "README.md")
     assert f"| base model | {base} |" in written.text and written.data.library_name == "peft"
+
+
+def test_card_names_the_role_tokens_and_a_calibration(trained, tmp_path):
+    import shutil
+
+    from magnet_model.adapter_meta import save_meta
+
+    tok = make_tiny_tokenizer()
+    card = render_card(trained, "cmd", "here", tok)
+    assert "| token roles | mask `<filename>`" in card and "rows trained" in card
+    assert "calibration" not in card  # none fitted
+    copy = tmp_path / "calibrated"
+    shutil.copytree(trained, copy)
+    meta = load_meta(copy)
+    meta.calibration = {
+        "span_end_bias": 1.5,
+        "tie": [9, 5],
+        "fitted_on": "8 texts",
+        "end_nll": [3.0, 2.0],
+        "command": "python -m magnet_model.calibrate",
+    }
+    save_meta(copy, meta)
+    card = render_card(copy, "cmd", "here", tok)
+    assert "a calibration, not training: +1.500 added to the <span_end> logit" in card
+    assert "shared by 2 tokens" in card and "3.0 -> 2.0 nats" in card
