@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -38,25 +37,13 @@ ADAPTER = "calibrated"
 COMMAND = "python -m magnet_model.calibrate"
 
 
-def training_config(record: dict):
-    """The trainer's TrainConfig as the adapter's record has it. Keys a later trainer added
-    take the value that reproduces the older trainer (no vital extracts, no all-span view)."""
-    from .train import TrainConfig
-
-    known = {f.name for f in fields(TrainConfig)}
-    kept = {k: v for k, v in record.items() if k in known}
-    kept.setdefault("vital_extracts", False)
-    kept.setdefault("all_span_share", 0.0)
-    return TrainConfig(**kept)
-
-
 def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
     """(MaskedExample, draw) for n_texts texts of the adapter's training run, drawn by its
     sampler at its last steps, with the view RNG the trainer used for those draws."""
-    from .train import Sampler, load_corpus
+    from .train import Sampler, load_corpus, recorded_config
     from .views import ViewConfig, masked_example, replacement_vocab
 
-    cfg = training_config(record)
+    cfg = recorded_config(record)
     tok = engine.tokenizer
     examples = load_corpus(cfg, tok)
     if record.get("n_texts") and len(examples) != record["n_texts"]:

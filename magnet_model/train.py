@@ -22,7 +22,7 @@ import shutil
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -195,6 +195,17 @@ def _objective_list(value: str, flag: str) -> list[str]:
     if bad or not items:
         raise ConfigError(f"{flag} takes a comma list of {', '.join(OBJECTIVES)}, not {value!r}.")
     return [o for o in OBJECTIVES if o in items]
+
+
+def recorded_config(training: dict) -> TrainConfig:
+    """The TrainConfig of a run as its adapter recorded it (magnet_config.json "training").
+    Keys a later trainer added take the value that reproduces the older trainer: a run
+    recorded without them had no vital-article extracts in its corpus and no all-span view."""
+    names = {f.name for f in fields(TrainConfig)}
+    kept = {k: v for k, v in training.items() if k in names}
+    kept.setdefault("vital_extracts", False)
+    kept.setdefault("all_span_share", 0.0)
+    return TrainConfig(**kept)
 
 
 def validate(cfg: TrainConfig) -> None:
