@@ -430,3 +430,27 @@ def test_learning_rate_schedule_step_by_step(warmup, stage1, stage2, rates):
         optimizer.step()
         scheduler.step()
     assert seen == pytest.approx([cfg.lr * r for r in rates], rel=1e-12, abs=0)
+
+
+def test_calibrate_fits_on_the_runs_own_views_and_decoding_uses_it(base_dir, corpus, tmp_path):
+    """magnet_model.calibrate rebuilds the trainer's views from the adapter's record, stores the
+    fitted bias with how it was fitted, and an engine loading the adapter reads it."""
+    from magnet_model import calibrate
+    from magnet_model.engine import Engine
+    from magnet_model.settings import ModelSpec
+
+    out = tmp_path / "magnet"
+    assert main(args(base_dir, corpus, out)) == 0
+    cal = ["--adapter", str(out), "--texts", "6", "--base-model", str(base_dir), "--device", "cpu"]
+    assert calibrate.main(cal) == 0
+    assert not load_meta(out).calibration  # without --write nothing is stored
+    assert calibrate.main([*cal, "--write"]) == 0
+    c = load_meta(out).calibration
+    assert -20 < c["span_end_bias"] < 20 and c["span_end_bias"] != 0
+    assert (
+        c["end_nll"][1] <= c["end_nll"][0] + 1e-9 or c["span_token_nll"][1] < c["span_token_nll"][0]
+    )
+    assert "training texts" in c["fitted_on"] and str(out) in c["command"]
+    spec = ModelSpec(base=str(base_dir), adapters={"magnet": str(out)}, device="cpu")
+    assert Engine.from_spec(spec).runner.span_end("magnet").bias == c["span_end_bias"]
+    assert calibrate.main(["--adapter", str(tmp_path / "none")]) == 2  # one sentence, no trace
