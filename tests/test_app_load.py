@@ -43,9 +43,11 @@ def _free_port() -> int:
 
 
 def _tokens(db: Path) -> list[str]:
-    """A study with an item per rater submit, one rater per item; one invite per rater."""
+    """A study with an item per rater submit, one rater per item; one invite per rater.
+    Items are handed out as raters go, and a rater's last submit is shown one more item: so
+    SUBMITS + 1 per rater, or a fast rater's extra item leaves a slow one with nothing."""
     with AnnotationStore(path=db) as store:
-        n = RATERS * SUBMITS
+        n = RATERS * (SUBMITS + 1)
         items = [ItemIn(f"i{k}", f"the cat [blank] on the mat {k} .", ["sat"]) for k in range(n)]
         outs = [
             OutputIn(it.key, system, it.text.replace("[blank]", fill), [fill])
