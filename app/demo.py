@@ -52,13 +52,7 @@ class DemoHandlers(ModelCalls):
                 f"The text has no blank; put {MARKER} where words are missing.",
                 print_exception=False,
             )
-        max_span = int(max_span)
-        if not 1 <= max_span <= self.settings.max_span_tokens:
-            raise gr.Error(
-                f"The span length must be 1 to {self.settings.max_span_tokens} tokens.",
-                print_exception=False,
-            )
-        return text, max_span
+        return text, _tokens_in_range(max_span, self.settings.max_span_tokens, "span length")
 
     def infill_check(
         self,
@@ -229,13 +223,7 @@ class DemoHandlers(ModelCalls):
     ) -> tuple[str, int]:
         """The input checks of continue_, also run at once outside the model's queue."""
         prompt = self.check_text(prompt, "prompt")
-        n = int(max_new_tokens)
-        if not 1 <= n <= self.settings.max_new_tokens:
-            raise gr.Error(
-                f"The length must be 1 to {self.settings.max_new_tokens} tokens.",
-                print_exception=False,
-            )
-        return prompt, n
+        return prompt, _tokens_in_range(max_new_tokens, self.settings.max_new_tokens, "length")
 
     def continue_(
         self,
@@ -293,6 +281,14 @@ class DemoHandlers(ModelCalls):
     def search_check(self, query: str, upload: str | None = None, k: float = 5) -> str:
         """The query's checks, also run at once outside the model's queue."""
         return self.check_text(query, "query")
+
+
+def _tokens_in_range(value: float, most: int, what: str) -> int:
+    """A token count from a slider or the API, 1..most, or one sentence saying so."""
+    n = int(value)
+    if not 1 <= n <= most:
+        raise gr.Error(f"The {what} must be 1 to {most} tokens.", print_exception=False)
+    return n
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

@@ -41,7 +41,7 @@ def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
     """(MaskedExample, draw) for n_texts texts of the adapter's training run, drawn by its
     sampler at its last steps, with the view RNG the trainer used for those draws."""
     from .train import Sampler, load_corpus, recorded_config
-    from .views import ViewConfig, masked_example, replacement_vocab
+    from .views import masked_example, replacement_vocab
 
     cfg = recorded_config(record)
     tok = engine.tokenizer
@@ -54,13 +54,7 @@ def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
     roles, bos = engine.roles(adapter), engine.bos(adapter)
     sampler = Sampler(len(examples), cfg.seed)
     vocab = replacement_vocab(len(tok), roles, set(tok.all_special_ids))
-    view = ViewConfig(
-        mntp_prob=cfg.mntp_prob,
-        max_spans=cfg.max_spans,
-        span_min=cfg.span_min,
-        span_max=cfg.span_max,
-        all_span_share=cfg.all_span_share,
-    )
+    view = cfg.view
     starts = word_start_table(tok)
     steps = int(record.get("steps_done") or cfg.total_steps)
     out = []

@@ -181,6 +181,17 @@ class TrainConfig:
         return "causal" if self.attention == "causal" else "bidirectional"
 
     @property
+    def view(self) -> ViewConfig:
+        """How the masked views are cut (views.masked_example)."""
+        return ViewConfig(
+            mntp_prob=self.mntp_prob,
+            max_spans=self.max_spans,
+            span_min=self.span_min,
+            span_max=self.span_max,
+            all_span_share=self.all_span_share,
+        )
+
+    @property
     def loss_weights(self) -> dict[str, float]:
         """Each objective's weight in the summed loss (the one home of --w-mntp/msg/sscl)."""
         return {"mntp": self.w_mntp, "msg": self.w_msg, "sscl": self.w_sscl}
@@ -680,13 +691,7 @@ def build_run(cfg: TrainConfig, spec: ModelSpec) -> TrainingRun:
         sampler=Sampler(len(examples), cfg.seed),
         vocab=replacement_vocab(len(tokenizer), roles, set(tokenizer.all_special_ids)),
         instruction_ids=tokenizer(cfg.instruction, add_special_tokens=False).input_ids,
-        view=ViewConfig(
-            mntp_prob=cfg.mntp_prob,
-            max_spans=cfg.max_spans,
-            span_min=cfg.span_min,
-            span_max=cfg.span_max,
-            all_span_share=cfg.all_span_share,
-        ),
+        view=cfg.view,
         word_starts=word_start_table(tokenizer),
         device=device,
         autocast_dtype=torch.bfloat16 if device.type == "cuda" and cfg.bf16 else None,
