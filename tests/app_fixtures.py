@@ -34,3 +34,13 @@ def admin_request(app: MagnetApp, **query) -> SimpleNamespace:
     req = fake_request(**query)
     req.cookies = {ADMIN_COOKIE: app.admin_sessions.start()}
     return req
+
+
+class Clock:
+    """A clock the test moves by hand (now = seconds), for throttles and session expiry."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, fake_request, make_app
+from app_fixtures import Clock, admin_request, fake_request, make_app
 from sqlalchemy import event
 from starlette.testclient import TestClient
 from tiny_models import tiny_engine
@@ -26,14 +26,6 @@ from app.security import LoginThrottle, PrivateDownloads, RateLimiter
 from app.services import VOTES_PER_WINDOW
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

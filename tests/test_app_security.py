@@ -20,7 +20,7 @@ from pathlib import Path
 import gradio as gr
 import httpx
 import pytest
-from app_fixtures import admin_request, fake_request, make_app
+from app_fixtures import Clock, admin_request, fake_request, make_app
 from starlette.testclient import TestClient
 from tiny_models import tiny_engine
 
@@ -41,14 +41,6 @@ from app.security import (
 from app.settings import SPACE_PROXIES, proxy_env
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
