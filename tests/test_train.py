@@ -381,10 +381,13 @@ def test_flags_keep_their_names_aliases_and_meanings():
 
 
 def _documented_train_commands() -> list[tuple[str, list[str]]]:
-    """Every `python -m magnet_model.train ...` line of README.md and the adapters' cards."""
+    """Every `python -m magnet_model.train ...` line of README.md and the adapters' cards
+    (shipped, and the checkpoints kept to continue from)."""
     root = Path(__file__).resolve().parent.parent
     found = []
-    for path in [root / "README.md", *sorted((root / "adapters").glob("*/README.md"))]:
+    cards = [*sorted((root / "adapters").glob("*/README.md"))]
+    cards += sorted((root / "checkpoints").glob("*/README.md"))
+    for path in [root / "README.md", *cards]:
         text = path.read_text().replace("\\\n", " ")
         for m in re.finditer(r"python -m magnet_model\.train +([^\n`]*)", text):
             found.append((f"{path.relative_to(root)}: {m.group(1)[:40]}", shlex.split(m.group(1))))
@@ -393,7 +396,7 @@ def _documented_train_commands() -> list[tuple[str, list[str]]]:
 
 def test_every_documented_training_command_still_parses_and_validates():
     commands = _documented_train_commands()
-    assert len(commands) >= 6, commands  # README: 4, each shipped adapter's card: 1
+    assert len(commands) >= 8, commands  # README: 4, shipped cards: 1 each, the CPU retrain: 2
     for where, argv in commands:
         try:
             validate(config_from_args(build_parser().parse_args(argv)))
