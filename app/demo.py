@@ -17,8 +17,9 @@ from pathlib import Path
 import gradio as gr
 
 from annotation_db import OutputIn
-from magnet_model import search
-from magnet_model.engine import END_REASONS
+from magnet_model import systems
+from magnet_model.inference import search
+from magnet_model.inference.engine import END_REASONS
 from magnet_model.systems import TITLES
 
 from . import render, studies
@@ -177,7 +178,7 @@ class DemoHandlers(ModelCalls):
             )
         outs = []
         for o in shown:
-            adapter = "magnet" if o["system"] == "magnet" else "base"
+            adapter = systems.get(o["system"]).adapter or systems.BASE
             model, revision = studies.provenance(self.engine, adapter)
             outs.append(
                 OutputIn(

@@ -26,8 +26,9 @@ from annotation_db import AnnotationError, AnnotationStore
 from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
 from annotation_db.settings import load_store_settings
-from magnet_model.engine import Engine
+from magnet_model import systems
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.inference.engine import Engine
 from magnet_model.loading import load_model
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
@@ -425,10 +426,11 @@ def _admin_tab(app: MagnetApp) -> None:
 def build_demo(app: MagnetApp) -> gr.Blocks:
     """The demo's tabs, and the raters' own page at /rate; queue: one model call at a time
     (setting), bounded waiting line."""
-    adapters = ", ".join(app.engine.adapter_names) or "none"
-    missing = [n for n in ("magnet", "llm2vec") if n not in app.engine.adapter_names]
+    adapters = ", ".join(app.engine.runner.adapter_names) or "none"
+    wanted = {s.adapter for s in systems.SYSTEMS if s.adapter}  # the table's adapters
+    missing = sorted(wanted - set(app.engine.runner.adapter_names), key=list(systems.BY_NAME).index)
     loaded = app.engine.loaded
-    model = model_description(loaded.spec.base, loaded.source, str(app.engine.device))
+    model = model_description(loaded.spec.base, loaded.source, str(app.engine.runner.device))
     # Gradio's own temporary files (uploaded corpora and item files, which hold the hidden
     # original spans) are deleted an hour after they were made, checked every 10 minutes.
     # A study deployment (MAGNET_DEMO=false) serves no demo: nothing where a rater could rerun
@@ -545,8 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info(
         "Model %s on %s (%s); adapters: %s",
         engine.loaded.source,
-        engine.device,
-        engine.dtype,
+        engine.runner.device,
+        engine.runner.dtype,
         engine.loaded.adapters or "none",
     )
     log.info("Rating studies in %s", store.db.engine.url.render_as_string(hide_password=True))

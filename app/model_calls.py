@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from magnet_model import search
-from magnet_model.engine import InfillResult
+from magnet_model import systems
 from magnet_model.errors import MagnetError
+from magnet_model.inference import search
+from magnet_model.inference.engine import InfillResult
 from magnet_model.metrics import repetition_stats
 from magnet_model.systems import TITLES
 
@@ -25,8 +26,8 @@ from .outputs import ContinueColumn, ContinueView, SearchView
 from .services import Services, Unavailable, as_gr_error, user_errors
 from .studies import INFILL_SYSTEMS, MARKER
 
-CONTINUE_SYSTEMS = ("magnet", "base", "llm2vec")
-SEARCH_SYSTEMS = ("magnet", "minilm", "base", "llm2vec")
+CONTINUE_SYSTEMS = systems.for_task("continue")
+SEARCH_SYSTEMS = systems.for_task("search")  # in a 2 x 2 grid, two per row
 
 
 @dataclass  # no fields of its own: the decorator makes __init__ call __post_init__
@@ -53,11 +54,10 @@ class ModelCalls(Services):
         )
 
     def encoder(self, system: str) -> search.Encoder:
-        if system == "minilm":
-            if self.minilm is None:
-                self.minilm = search.MiniLMEncoder()
-            return self.minilm
-        return search.EngineEncoder(self.engine, system)
+        """The search encoder of `system`, built once (a sentence encoder loads a model)."""
+        if system not in self.encoders:
+            self.encoders[system] = search.encoder_for(system, self.engine)
+        return self.encoders[system]
 
     def _to_embed(self, corpus: search.Corpus) -> int:
         """Passages the search of `corpus` has to embed: those of every encoder that can run
@@ -118,7 +118,7 @@ class ModelCalls(Services):
                 stats[system] = why.message
             else:
                 running.append(system)
-        adapters = [None if system == "base" else system for system in running]
+        adapters = [systems.get(system).adapter for system in running]
         with user_errors():
             steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
         start = time.perf_counter()

@@ -20,9 +20,10 @@ from pathlib import Path
 import gradio as gr
 
 from annotation_db import AnnotationError, AnnotationStore
-from magnet_model import search
-from magnet_model.engine import Engine
+from magnet_model import systems
 from magnet_model.errors import MagnetError, ModelLoadError
+from magnet_model.inference import search
+from magnet_model.inference.engine import Engine
 
 from .jobs import ModelGate, StudyJobs
 from .security import AdminSessions, LoginThrottle, PrivateDownloads, RateLimiter
@@ -70,7 +71,8 @@ class Services:
     cache_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "magnet")
     # adapters that did not load -> why (main.load_engine)
     unavailable: dict[str, ModelLoadError] = field(default_factory=dict)
-    minilm: search.Encoder | None = None
+    # search encoders by system, built on first use (model_calls.encoder)
+    encoders: dict[str, search.Encoder] = field(default_factory=dict)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
     vote_limiter: RateLimiter = field(
         default_factory=lambda: RateLimiter(VOTES_PER_WINDOW, VOTE_WINDOW_S)
@@ -123,8 +125,8 @@ class Services:
 
     def availability(self, system: str) -> Unavailable | None:
         """None when the system can run, else why it cannot (shown in its column)."""
-        adapter = system if system not in ("base", "zero-shot", "five-shot", "minilm") else None
-        if adapter is None or adapter in self.engine.adapter_names:
+        adapter = systems.get(system).adapter
+        if adapter is None or adapter in self.engine.runner.adapter_names:
             return None
         if adapter in self.unavailable:
             return Unavailable(system, str(self.unavailable[adapter]))

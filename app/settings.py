@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings
 
 from annotation_db.settings import StoreSettings
+from magnet_model import systems
 from magnet_model.settings import MagnetSettings, ModelSettings, load_settings
 
 from .security import parse_networks
@@ -62,7 +63,8 @@ def space_env(
     environ.setdefault("MAGNET_FRAME_ANCESTORS", SPACE_FRAME_ANCESTORS)  # the Space's page
     environ.setdefault("MAGNET_TRUSTED_PROXIES", SPACE_PROXIES)
     if environ["MAGNET_BASE_MODEL"] == SPACE_BASE_MODEL:
-        shipped = ",".join(f"{n}={root / 'adapters' / n}" for n in ("magnet", "llm2vec"))
+        names = [s.adapter for s in systems.SYSTEMS if s.adapter]  # the table's adapters
+        shipped = ",".join(f"{n}={root / 'adapters' / n}" for n in names)
         environ.setdefault("MAGNET_ADAPTERS", shipped)
     if persistent.is_dir() and os.access(persistent, os.W_OK):
         environ.setdefault("MAGNET_CACHE_DIR", str(persistent / "magnet-cache"))
@@ -96,7 +98,8 @@ class AppSettings(MagnetSettings):
         ge=1,
         le=10_000_000,
         description="most passages of an uploaded search corpus; above 20,000 the search uses a "
-        "faiss IVF index (embed big corpora once with `python -m magnet_model.search index`)",
+        "faiss IVF index (embed big corpora once with "
+        "`python -m magnet_model.inference.search index`)",
     )
     queue_size: int = Field(
         32, ge=1, le=10000, description='requests waiting for the model; more get "queue full"'

@@ -27,15 +27,16 @@ from annotation_db import (
     start_draft,
 )
 from annotation_db.questions import appropriate
+from magnet_model import systems
 from magnet_model.adapter_meta import adapter_revision
-from magnet_model.engine import Engine, InfillResult
 from magnet_model.errors import InputTooLongError
+from magnet_model.inference.engine import Engine, InfillResult
 from magnet_model.passages import SENTENCE_SPAN_TOKENS, sentence_gaps
 
 from .render import model_name
 
 MARKER = "[blank]"
-INFILL_SYSTEMS = ("magnet", "zero-shot", "five-shot")
+INFILL_SYSTEMS = systems.for_task("infill")  # MAGNET and the prompted baselines
 ITEM_KINDS = ("words", "sentence")  # built-in items: 2-5 words blanked, or one whole sentence
 # Study outputs are sampled (as the arena's blind runs are), each item with a seed derived from
 # a per-study secret, so that pasting an item into the demo does not reproduce its outputs and
@@ -107,7 +108,7 @@ def builtin_items(
 ) -> list[ItemIn]:
     """n held-out Wikipedia passages, each with one span of 2-5 words (``words``) blanked."""
     from magnet_model.data import wikipedia_paragraphs
-    from magnet_model.search import cut_passage
+    from magnet_model.inference.search import cut_passage
 
     rng = random.Random(seed)
     paras = wikipedia_paragraphs("heldout")

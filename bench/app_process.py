@@ -21,8 +21,10 @@ from pathlib import Path
 
 from common import ROOT  # also puts the repository on sys.path
 
+from magnet_model import systems
+
 INFILL_TEXT = "The Eiffel Tower is a wrought-iron [blank] in Paris, France."
-RATE_SYSTEMS = ("magnet", "zero-shot", "five-shot")
+RATE_SYSTEMS = systems.for_task("infill")
 MAX_SLOTS, PER_SLOT = 4, 3  # the Rate tab's output slots x (appropriate, Likert, Likert)
 
 

@@ -10,8 +10,8 @@ reference that re-encodes everything (issue 7, items 1 and 2).
    the bandwidth measured in this run (bench.common.copy_bandwidth, STREAM's Copy convention).
 2. The same infill with the reference path (the whole layout re-encoded for every new token):
    speed-up of the cached path, and whether both produce identical tokens.
-3. The decode paths (issue 14; magnet_model/static_decode.py): the same continuation (base) and
-   infill span (MAGNET adapter) with decode=eager, static (static KV cache) and, on CUDA,
+3. The decode paths (issue 14; magnet_model/inference/static_decode.py): the same continuation
+   (base) and infill span (MAGNET adapter) with decode=eager, static (static KV cache) and, on CUDA,
    graph (static cache + CUDA graphs), runs of the paths alternating so a busy machine slows
    them alike: tokens/s against the bandwidth bound, the speed-up over eager measured in the
    same run, and whether the tokens are identical. On a CPU "graph" is the static path (CUDA
@@ -28,14 +28,14 @@ import time
 from common import Row, copy_bandwidth, timed, write_report
 
 from magnet_model.data import wikipedia_paragraphs
-from magnet_model.engine import Engine
+from magnet_model.inference.engine import Engine
+from magnet_model.inference.static_decode import resolve_mode
 from magnet_model.settings import ModelSpec
-from magnet_model.static_decode import resolve_mode
 
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
     """Weights read by one decoding step (+ the KV cache of `context` tokens)."""
-    lm = engine.lm
+    lm = engine.runner.lm
     embed = lm.get_input_embeddings().weight
     head = lm.get_output_embeddings().weight
     seen, total = set(), 0
@@ -52,7 +52,7 @@ def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
     cfg = lm.config
     heads = getattr(cfg, "num_key_value_heads", cfg.num_attention_heads)
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    kv = 2 * cfg.num_hidden_layers * heads * dim * engine.dtype.itemsize * context
+    kv = 2 * cfg.num_hidden_layers * heads * dim * engine.runner.dtype.itemsize * context
     return total + kv
 
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     for adapter in [None, "magnet"]:
-        if adapter and adapter not in engine.adapter_names:
+        if adapter and adapter not in engine.runner.adapter_names:
             continue
         label = adapter or "base"
         runs = [
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     "the model's matrices are 0.4-3.5 MB, read more slowly; plus per-op overhead",
                 )
             )
-    if "magnet" in engine.adapter_names:
+    if "magnet" in engine.runner.adapter_names:
         t = time.perf_counter()
         cached = engine.infill(text, adapter="magnet", fixed_lengths=span)
         cached_s = time.perf_counter() - t
@@ -190,15 +190,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         extra["cached_equals_reference"] = same
     paths = ["eager", "static"] + (
-        ["graph"] if resolve_mode("graph", engine.device) == "graph" else []
+        ["graph"] if resolve_mode("graph", engine.runner.device) == "graph" else []
     )
-    mode = engine.static_decoder.mode
+    mode = engine.runner.static_decoder.mode
     inner, plain_forward = engine.runner.decoder, engine.runner.decoder.forward
     compiled = None
     if args.compile:  # the decoder's forward compiled by inductor, timed on its first call
         paths.append("static+compile")
         compiled = torch.compile(plain_forward, dynamic=False)
-        engine.static_decoder.mode, inner.forward = "static", compiled
+        engine.runner.static_decoder.mode, inner.forward = "static", compiled
         t = time.perf_counter()
         engine.generate(prompt, max_new_tokens=new_tokens)
         engine.infill(text, adapter="magnet", fixed_lengths=span)
@@ -208,20 +208,20 @@ def main(argv: list[str] | None = None) -> int:
     best: dict[tuple, object] = {}
     for _ in range(max(repeat, 2)):  # alternating: neighbours' load falls on every path
         for path in paths:
-            engine.static_decoder.mode = path.split("+")[0]
+            engine.runner.static_decoder.mode = path.split("+")[0]
             inner.forward = compiled if path == "static+compile" else plain_forward
             for what, call in [
                 ("continuation", lambda: engine.generate(prompt, max_new_tokens=new_tokens)),
                 ("infill", lambda: engine.infill(text, adapter="magnet", fixed_lengths=span)),
             ]:
-                if what == "infill" and "magnet" not in engine.adapter_names:
+                if what == "infill" and "magnet" not in engine.runner.adapter_names:
                     continue
                 out = call()
                 if (what, path) not in best or (
                     out.tokens_per_second > best[what, path].tokens_per_second
                 ):
                     best[what, path] = out
-    engine.static_decoder.mode, inner.forward = mode, plain_forward
+    engine.runner.static_decoder.mode, inner.forward = mode, plain_forward
     for what, label, adapter in [("continuation", "base", None), ("infill", "magnet", "magnet")]:
         if (what, "eager") not in best:
             continue
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             extra[f"{what}_{path}_equals_eager"] = same
     extra["decode_paths"] = paths
     name = args.out or ("decode-quick" if args.quick else "decode")
-    write_report(name, rows, extra, engine.device, engine.dtype)
+    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
     return 0
 
 

@@ -33,9 +33,9 @@ import torch
 from common import Row, write_report
 
 from magnet_model.data import load_sts_b
-from magnet_model.embedding import pack_rows
-from magnet_model.engine import BASE, Engine
-from magnet_model.search import MiniLMEncoder
+from magnet_model.inference.embedding import pack_rows
+from magnet_model.inference.engine import BASE, Engine
+from magnet_model.inference.search import MiniLMEncoder
 from magnet_model.settings import ModelSpec
 
 SYSTEMS = ("magnet", "llm2vec", BASE)
@@ -53,9 +53,9 @@ def sts_sentences(n: int) -> list[str]:
 def served_params(engine: Engine, adapter: str) -> tuple[int, int]:
     """(all, non-embedding) parameters the forward for `adapter` uses: base weights (tied
     embedding counted once) + that adapter's LoRA; the LM head is never run for embeddings."""
-    embed = engine.lm.get_input_embeddings().weight
+    embed = engine.runner.lm.get_input_embeddings().weight
     seen, total, tables = set(), 0, 0
-    for name, p in engine.lm.named_parameters():
+    for name, p in engine.runner.lm.named_parameters():
         if id(p) in seen or ("lora_" in name and f".{adapter}." not in name):
             continue
         seen.add(id(p))
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     n, repeat = (48, 1) if args.quick else (args.sentences, args.repeat)
     texts = sts_sentences(n)
     bs = args.batch_size
-    systems = [s for s in SYSTEMS if s == BASE or s in engine.adapter_names]
+    systems = [s for s in SYSTEMS if s == BASE or s in engine.runner.adapter_names]
     minilm = MiniLMEncoder()._load()
 
     runs = {"MiniLM": lambda t: minilm.encode(t, batch_size=bs)}
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         "padded_tokens": m_padded,
     }
     name = args.out or ("embed-quick" if args.quick else "embed")
-    write_report(name, rows, extra, engine.device, engine.dtype)
+    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
     return 0
 
 

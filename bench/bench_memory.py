@@ -58,8 +58,8 @@ def _imports() -> None:
 
     import annotation_db  # noqa: F401
     import app.main  # noqa: F401
-    import magnet_model.engine  # noqa: F401
-    import magnet_model.search  # noqa: F401
+    import magnet_model.inference.engine  # noqa: F401
+    import magnet_model.inference.search  # noqa: F401
 
 
 def child(mode: str, quick: bool) -> dict:
@@ -76,18 +76,18 @@ def child(mode: str, quick: bool) -> dict:
     from app.handlers import MagnetApp
     from app.main import build_demo
     from app.settings import AppSettings
-    from magnet_model import search
-    from magnet_model.engine import Engine
+    from magnet_model.inference import search
+    from magnet_model.inference.engine import Engine
     from magnet_model.settings import ModelSpec
 
     engine = Engine.from_spec(ModelSpec.from_env())
     stages["base + adapters"] = rss_bytes()
-    base = [p for n, p in engine.lm.named_parameters() if "lora_" not in n]
+    base = [p for n, p in engine.runner.lm.named_parameters() if "lora_" not in n]
     mapped, private = file_backed_bytes(base)
     minilm = search.MiniLMEncoder()
     minilm.encode(["A sentence to load the encoder."])
     stages["sentence encoder"] = rss_bytes()
-    lora = [p for n, p in engine.lm.named_parameters() if "lora_" in n]
+    lora = [p for n, p in engine.runner.lm.named_parameters() if "lora_" in n]
     lora_bytes = sum(file_backed_bytes(lora))  # MiniLM is memory-mapped too: count both kinds
     minilm_bytes = sum(file_backed_bytes(list(minilm._load().parameters())))
     tmp = Path(tempfile.mkdtemp(prefix="bench-memory-"))
@@ -106,7 +106,7 @@ def child(mode: str, quick: bool) -> dict:
         "weights_file_backed": mapped,
         "adapter_bytes": lora_bytes,
         "minilm_bytes": minilm_bytes,
-        "adapters": engine.adapter_names,
+        "adapters": engine.runner.adapter_names,
     }
 
 

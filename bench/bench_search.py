@@ -4,7 +4,7 @@
     python bench/bench_search.py --quick    # 10k, 100k      -> bench/results/search_quick.json
     options: --sizes 10000 100000 --queries 200 --baseline-queries 50 --threads 2
 
-For each size n it builds magnet_model.vector_index.VectorIndex (exact up to
+For each size n it builds magnet_model.inference.vector_index.VectorIndex (exact up to
 EXACT_MAX_VECTORS, an IVF index above, nprobe calibrated at build time) and measures, in the
 same run: the build time; the latency of single top-10 queries (one query at a time, as the
 app's Search tab asks; each query's best of --repeat passes, then p50/p95 over the queries);
@@ -39,8 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Row, write_report  # noqa: E402
-from magnet_model import vector_index  # noqa: E402
-from magnet_model.vector_index import VectorIndex, exact_search  # noqa: E402
+from magnet_model.inference import vector_index  # noqa: E402
+from magnet_model.inference.vector_index import VectorIndex, exact_search  # noqa: E402
 
 D = 576
 TOPICS, CENTRES, RANK = 64, 4096, 32

@@ -21,7 +21,8 @@ import time
 
 from common import Row, timed, write_report
 
-from magnet_model.engine import BASE, Engine
+from magnet_model import systems
+from magnet_model.inference.engine import BASE, Engine
 from magnet_model.settings import ModelSpec
 
 INFILL = "The Eiffel Tower is a wrought-iron [blank] in Paris, France."
@@ -31,7 +32,7 @@ TEXTS = [
     "The river rises in the mountains and flows [blank] before it reaches the sea.",
 ]
 PROMPT = "The history of the city begins"
-SYSTEMS = ["magnet", "zero-shot", "five-shot"]
+SYSTEMS = list(systems.for_task("infill"))
 
 
 def best_time(fn, repeat: int) -> tuple[float, object]:
@@ -44,10 +45,9 @@ def best_time(fn, repeat: int) -> tuple[float, object]:
 
 
 def single(engine: Engine, system: str, text: str, span: int):
-    if system.endswith("-shot"):
-        return engine.infill_prompted(
-            text, shots=0 if system == "zero-shot" else 5, max_span_tokens=span
-        )
+    row = systems.get(system)
+    if row.kind == systems.PROMPTED:
+        return engine.infill_prompted(text, shots=row.shots, max_span_tokens=span)
     return engine.infill(text, adapter=system, max_span_tokens=span)
 
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = TEXTS[:1] if args.quick else TEXTS
     span, new = (8, 8) if args.quick else (16, 48)
     engine = Engine.from_spec(ModelSpec.from_env())
-    missing = [a for a in ("magnet", "llm2vec") if a not in engine.adapter_names]
+    missing = [a for a in ("magnet", "llm2vec") if a not in engine.runner.adapter_names]
     if missing:
         raise SystemExit(f"needs the adapters {missing}; the shipped ones load by default")
     t = time.perf_counter()
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "identical_outputs": same and same_c,
     }
     name = args.out or ("side_by_side-quick" if args.quick else "side_by_side")
-    write_report(name, rows, extra, engine.device, engine.dtype)
+    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
     return 0
 
 

@@ -5,8 +5,8 @@
     python bench/bench_training.py --threads 1 --repeat 5
 
 What runs: the real embedded SmolLM2-135M (float32, CPU) wrapped with a fresh LoRA adapter at
-the trainer's defaults (magnet_model/train.py TrainConfig: r 16 on q,k,v,o,gate,up,down, batch
-8, 128 tokens), built by train.build_run, and train.train_step exactly as the trainer calls it
+the trainer's defaults (magnet_model/training/train.py TrainConfig: r 16 on q,k,v,o,gate,up,down,
+batch 8, 128 tokens), built by train.build_run, and train.train_step exactly as the trainer calls it
 (views, forward, backward, clipping, AdamW, scheduler). Cases: MNTP alone, MSG alone, SSCL
 alone, then stage 1 (MNTP + MSG, one forward) and stage 2 (MNTP + MSG, then SSCL) as the
 default MAGNET run does them. Each case: one warm-up step, then --repeat steps; each step draws
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(threads)
     with contextlib.suppress(RuntimeError):  # fixed already if parallel work ran before
         torch.set_num_interop_threads(1)  # a step has no parallel branches to run side by side
-    from magnet_model import train
     from magnet_model.settings import ModelSpec
+    from magnet_model.training import train
 
     defaults = train.TrainConfig(output="")
     batch = args.batch_size or (2 if args.quick else defaults.batch_size)

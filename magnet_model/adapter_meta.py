@@ -39,7 +39,8 @@ class AdapterMeta:
     instruction: str = SENTENCE_INSTRUCTION
     pooling: str = "last"
     training: dict = field(default_factory=dict)
-    # the end-logit calibration (magnet_model.calibrate): span_end_bias and how it was fitted
+    # the end-logit calibration (magnet_model.evaluation.calibrate): span_end_bias and how it
+    # was fitted
     calibration: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

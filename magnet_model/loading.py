@@ -194,7 +194,7 @@ def _adapter_source(name: str, ref: str) -> tuple[str, dict]:
     if local.exists() and not (local / "adapter_config.json").is_file():
         raise ModelLoadError(
             f"Adapter '{name}': '{ref}' has no adapter_config.json; give a folder written by "
-            "`python -m magnet_model.train` (or any PEFT save_pretrained).",
+            "`python -m magnet_model.training.train` (or any PEFT save_pretrained).",
             adapter=name,
         )
     if not local.exists() and not is_hub_id(ref):

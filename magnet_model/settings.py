@@ -30,7 +30,7 @@ EMBEDDED = "embedded"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-DECODES = ("auto", "eager", "static", "graph")  # magnet_model.static_decode's modes
+DECODES = ("auto", "eager", "static", "graph")  # magnet_model.inference.static_decode's modes
 ENV_PREFIX = "MAGNET_"
 
 S = TypeVar("S", bound=BaseSettings)

@@ -4,7 +4,7 @@ A head row shared by several tokens (head_rows.tie_of) gives each the same logit
 probability the model means for "end" is split among them. SpanEnd gives the end token the
 whole tie's mass (log-sum-exp of their logits; the other tied tokens get none, so none of
 them can appear inside a span) and adds a calibration bias to the end logit, fitted on
-training views (magnet_model.calibrate) and stored in the adapter's magnet_config.json.
+training views (magnet_model.evaluation.calibrate) and stored in the adapter's magnet_config.json.
 Decoding (infill.span_steps) and scoring (scoring.hybrid_span_nll) apply the same SpanEnd.
 For an end token with a row of its own and no calibration it changes nothing.
 """

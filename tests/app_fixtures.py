@@ -10,7 +10,7 @@ from annotation_db import AnnotationStore
 from app.handlers import MagnetApp
 from app.security import ADMIN_COOKIE
 from app.settings import AppSettings
-from magnet_model.engine import Engine
+from magnet_model.inference.engine import Engine
 
 
 def make_app(tmp: Path, engine: Engine, **settings) -> MagnetApp:

@@ -16,7 +16,7 @@ from app import render
 from app.main import build_demo
 from app.rater_page import RATER_PATH
 from app.studies import INFILL_SYSTEMS
-from magnet_model.engine import END_REASONS
+from magnet_model.inference.engine import END_REASONS
 from magnet_model.systems import TITLES
 
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
@@ -262,7 +262,7 @@ def test_app_starts_without_adapters_that_fail_to_load(tmp_path):
         spec, adapters={"magnet": str(folders["magnet"]), "llm2vec": "/nope/llm2vec"}
     )
     loaded, unavailable = load_engine(spec)
-    assert loaded.adapter_names == [] and set(unavailable) == {"magnet", "llm2vec"}
+    assert loaded.runner.adapter_names == [] and set(unavailable) == {"magnet", "llm2vec"}
     assert all(e.adapter == name for name, e in unavailable.items())
     app = make_app(tmp_path, loaded)
     app.unavailable = unavailable
@@ -288,7 +288,7 @@ def test_one_broken_adapter_leaves_the_other_served(tmp_path):
         adapters={k: str(v) for k, v in folders.items()},
     )
     engine, unavailable = load_engine(spec)
-    assert engine.adapter_names == ["llm2vec"] and set(unavailable) == {"magnet"}
+    assert engine.runner.adapter_names == ["llm2vec"] and set(unavailable) == {"magnet"}
     app = make_app(tmp_path, engine)
     app.unavailable = unavailable
     *_, last = app.continue_("the cat sat on the", 3)

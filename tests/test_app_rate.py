@@ -297,7 +297,7 @@ def test_builtin_items_blank_a_span_of_held_out_wikipedia():
 def test_builtin_items_are_whole_sentences():
     """No item starts with ': ' or stops after an initial such as 'C. S.'."""
     from app.studies import builtin_items
-    from magnet_model.search import cut_passage
+    from magnet_model.inference.search import cut_passage
 
     for it in builtin_items(40):
         assert re.match(r"[\"'(A-Z0-9]", it.text), it.text[:40]

@@ -1,4 +1,5 @@
-"""The Search tab's handler and magnet_model.search: corpus formats, limits, the disk cache."""
+"""The Search tab's handler and magnet_model.inference.search: corpus formats, limits, the disk
+cache."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from app_fixtures import make_app
 from tiny_models import tiny_engine
 
-from magnet_model import search
+from magnet_model.inference import search
 
 PASSAGES = [
     "the cat sat on the mat .",
@@ -44,7 +45,7 @@ class CountingEncoder(search.Encoder):
 @pytest.fixture
 def app(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.minilm = CountingEncoder()
+    app.encoders["minilm"] = CountingEncoder()
     return app
 
 
@@ -71,15 +72,15 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
     assert "c.txt: 5 passages; top 3" in note and calls  # progress was reported
     assert len(list((tmp_path / "cache" / "search").glob("*.npy"))) == 4
 
-    seen = app.minilm.seen
+    seen = app.encoders["minilm"].seen
     again = app.search("fire and water", corpus, 2, lambda *a, **k: None)
-    assert app.minilm.seen == seen + 1  # the corpus came from the cache: only the query
+    assert app.encoders["minilm"].seen == seen + 1  # the corpus came from the cache: only the query
     assert again.tables[1][0][2] == PASSAGES[3]
 
 
 def test_search_without_adapters_marks_them_unavailable(tmp_path):
     app = make_app(tmp_path, tiny_engine(adapters=False))
-    app.minilm = CountingEncoder()
+    app.encoders["minilm"] = CountingEncoder()
     out = app.search(
         "the cat", upload(tmp_path, "c.txt", "\n".join(PASSAGES)), 2, lambda *a, **k: None
     )

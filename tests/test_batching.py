@@ -1,5 +1,5 @@
-"""Side-by-side systems in one batch (magnet_model/batching.py and the engine's lanes) on a tiny
-random Llama: a batched comparison equals the separate calls, mixed adapters per row, the
+"""Side-by-side systems in one batch (magnet_model/inference/batching.py and the engine's lanes)
+on a tiny random Llama: a batched comparison equals the separate calls, mixed adapters per row, the
 prompt-head cache equals encoding the whole prompt, one failing system does not stop others."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from test_engine import TEXT, ids_of, loaded, metas, peft_model
 from tiny_models import make_tiny_tokenizer
 
 from magnet_model import prompts
-from magnet_model.batching import Feed, Lane, causal_see
-from magnet_model.engine import BASE, Engine, EngineConfig, InputTooLongError
 from magnet_model.errors import MagnetError
-from magnet_model.prompted import common_length
+from magnet_model.inference.batching import Feed, Lane, causal_see
+from magnet_model.inference.engine import BASE, Engine, EngineConfig, InputTooLongError
+from magnet_model.inference.prompted import common_length
 
 SYSTEMS = ["magnet", "zero-shot", "five-shot"]
 

@@ -9,7 +9,8 @@ from huggingface_hub import ModelCard
 from tiny_models import TINY_CORPUS, make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.adapter_meta import load_meta
-from magnet_model.card import (
+from magnet_model.errors import ModelLoadError
+from magnet_model.training.card import (
     EMBEDDED_BASE_ID,
     base_model_of,
     count_tokens,
@@ -17,8 +18,7 @@ from magnet_model.card import (
     render_card,
     train_config,
 )
-from magnet_model.errors import ModelLoadError
-from magnet_model.train import load_corpus, main
+from magnet_model.training.train import load_corpus, main
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_tokens_seen_replays_the_trainer_sampler(trained):
 
 
 def test_card_and_plots(trained):
-    cmd = "python -m magnet_model.train ..."
+    cmd = "python -m magnet_model.training.train ..."
     card = render_card(trained, cmd, "a test machine", make_tiny_tokenizer())
     assert "| steps | 5 of 5 planned (3 in stage 1, 2 in stage 2)" in card
     assert cmd in card and "a test machine" in card
@@ -105,10 +105,16 @@ def test_the_base_model_comes_from_the_adapter_not_a_constant(trained, tmp_path)
 
 
 def test_card_cli_writes_the_readme_with_the_given_base(trained, capsys):
-    from magnet_model import card
+    from magnet_model.training import card
 
     base = str(trained.parent / "base")
-    argv = [str(trained), "--command", "python -m magnet_model.train ...", "--hardware", "hw"]
+    argv = [
+        str(trained),
+        "--command",
+        "python -m magnet_model.training.train ...",
+        "--hardware",
+        "hw",
+    ]
     assert card.main([*argv, "--base-model", base]) == 0
     written = ModelCard.load(trained / "README.md")
     assert f"| base model | {base} |" in written.text and written.data.library_name == "peft"
@@ -131,7 +137,7 @@ def test_card_names_the_role_tokens_and_a_calibration(trained, tmp_path):
         "tie": [9, 5],
         "fitted_on": "8 texts",
         "end_nll": [3.0, 2.0],
-        "command": "python -m magnet_model.calibrate",
+        "command": "python -m magnet_model.evaluation.calibrate",
     }
     save_meta(copy, meta)
     card = render_card(copy, "cmd", "here", tok)

@@ -9,10 +9,10 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
-from magnet_model.embedding import pack_rows
 from magnet_model.errors import InputError
+from magnet_model.inference.embedding import pack_rows
+from magnet_model.inference.multi_lora import RowLora
 from magnet_model.masks import additive, allowed_mask, position_ids_for
-from magnet_model.multi_lora import RowLora
 
 SENTENCES = [
     "a",
@@ -36,7 +36,7 @@ def engine():
 
 def plain_vectors(engine, texts, adapter, pooling=None) -> np.ndarray:
     """The computation before packing: each sentence alone in its row, tokenised alone."""
-    name = engine.resolve_adapter(adapter)
+    name = engine.runner.resolve_adapter(adapter)
     plan = engine.sentence_plan(name)
     pooling = pooling or plan.pooling
     tok = engine.tokenizer
@@ -50,8 +50,8 @@ def plain_vectors(engine, texts, adapter, pooling=None) -> np.ndarray:
     ids = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r, _ in rows])
     real = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r, _ in rows])
     mask = additive(allowed_mask(plan.mode, real))
-    with engine.using(name):
-        h = engine.hidden_states(ids, mask, position_ids_for(real))
+    with engine.runner.using(name):
+        h = engine.runner.hidden_states(ids, mask, position_ids_for(real))
     if pooling == "last":
         v = h[torch.arange(len(rows)), real.sum(1) - 1]
     else:
@@ -123,11 +123,14 @@ def test_stacked_lora_equals_peft_per_row_and_is_undone(engine):
     inputs = [torch.randn(3, 5, m.in_features) for m in layers]
     want = []
     for row, name in enumerate(["llm2vec", "magnet", "base"]):
-        with engine.using(name):
+        with engine.runner.using(name):
             want.append([m(i[row : row + 1]) for m, i in zip(layers, inputs, strict=True)])
     rows = RowLora.build(engine.model, ("llm2vec", "magnet"))
     assert rows is not None and len(rows.layers) == len(layers) > 0
-    with engine.using("base"), rows.patched(["llm2vec", "magnet", "base"], torch.float32, "cpu"):
+    with (
+        engine.runner.using("base"),
+        rows.patched(["llm2vec", "magnet", "base"], torch.float32, "cpu"),
+    ):
         got = [m(i) for m, i in zip(layers, inputs, strict=True)]
     assert all("forward" not in vars(m) for m in layers)  # peft's forward is back
     for k in range(len(layers)):

@@ -15,7 +15,8 @@ from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model import prompts
 from magnet_model.adapter_meta import AdapterMeta, save_meta
-from magnet_model.engine import (
+from magnet_model.errors import InputError
+from magnet_model.inference.engine import (
     EmptyInputError,
     Engine,
     EngineConfig,
@@ -25,13 +26,12 @@ from magnet_model.engine import (
     UnknownAdapterError,
     assemble,
 )
-from magnet_model.errors import InputError
-from magnet_model.infill import infill_job, span_loop
+from magnet_model.inference.infill import infill_job, span_loop
+from magnet_model.inference.prompted import answer_steps
+from magnet_model.inference.sampling import Sampling
 from magnet_model.layout import IGNORE, build_hybrid
 from magnet_model.loading import LoadedModel, attach_adapters
 from magnet_model.masks import build_mask
-from magnet_model.prompted import answer_steps
-from magnet_model.sampling import Sampling
 from magnet_model.settings import ModelSpec
 from magnet_model.tokens import choose_token_roles
 
@@ -254,9 +254,9 @@ def test_span_stops_where_it_runs_into_the_right_context(engine, tok):
 
 
 def test_no_special_token_is_generated_inside_a_span(engine, tok):
-    roles = engine.roles("magnet")
+    roles = engine.runner.roles("magnet")
     cat, sat = tok("cat sat", add_special_tokens=False).input_ids
-    specials = engine.special_ids(roles)
+    specials = engine.runner.special_ids(roles)
     assert roles.span_end not in specials
     assert set(tok.all_special_ids) - {roles.span_end} <= set(specials)
     assert tok.convert_tokens_to_ids("<|im_start|>") in specials
@@ -276,16 +276,16 @@ def test_adapter_save_load_round_trip(tok, engine, tmp_path):
     save_meta(folder, metas(tok)["magnet"])
     fresh = attach_adapters(random_llama(tok), {"magnet": str(folder)})
     other = Engine(loaded(fresh, tok, {"magnet": str(folder)}))  # meta read from the folder
-    assert other.meta("magnet") == engine.meta("magnet")
+    assert other.runner.meta("magnet") == engine.runner.meta("magnet")
     assert ids_of(other.infill(TEXT)) == ids_of(engine.infill(TEXT))
     sents = ["the cat sat .", "a big red house on the hill"]
     assert np.array_equal(other.embed_sentences(sents), engine.embed_sentences(sents))
     x = torch.tensor([tok("the cat sat on the mat").input_ids])
-    with engine.using("magnet"):
+    with engine.runner.using("magnet"):
         a = engine.model(input_ids=x).logits
-    with other.using("magnet"):
+    with other.runner.using("magnet"):
         b = other.model(input_ids=x).logits
-    with engine.using(None):
+    with engine.runner.using(None):
         off = engine.model(input_ids=x).logits
     assert torch.equal(a, b)
     assert not torch.allclose(a, off)  # the adapter is not a no-op
@@ -337,7 +337,7 @@ def test_one_copy_of_base_weights(engine, plain):
     lora_params = sum(p.numel() for n, p in engine.model.named_parameters() if "lora_" in n)
     total = sum(p.numel() for p in engine.model.parameters())
     assert total == base_params + lora_params
-    assert engine.adapter_names == ["magnet", "llm2vec"]
+    assert engine.runner.adapter_names == ["magnet", "llm2vec"]
 
 
 # ---------------------------------------------------------------- errors
@@ -410,12 +410,12 @@ def test_sentence_embeddings_batched_equal_unbatched(engine, adapter):
 
 
 def test_magnet_sentence_is_last_token_with_instruction(engine, tok):
-    meta = engine.meta("magnet")
+    meta = engine.runner.meta("magnet")
     ids = tok(meta.instruction, add_special_tokens=False).input_ids + tok("the cat").input_ids
     x = torch.tensor([ids + [meta.token_roles.sentence_end]])
     mask = build_mask("bidirectional", torch.ones_like(x))
-    with engine.using("magnet"):
-        h = engine.hidden_states(x, mask)[0, -1]
+    with engine.runner.using("magnet"):
+        h = engine.runner.hidden_states(x, mask)[0, -1]
     got = engine.embed_sentences("the cat", normalize_embeddings=False)
     np.testing.assert_allclose(got, h.numpy(), atol=1e-5)
 
@@ -428,8 +428,8 @@ def test_token_embeddings_follow_the_mask(engine, tok):
     # exactly the training layout: the text alone (the trainer recorded no BOS), and the MNTP
     # convention: token i's vector is the bidirectional output at i - 1; token 0 its own
     x = torch.tensor([a.token_ids])
-    with engine.using("magnet"):
-        h = engine.hidden_states(x, build_mask("bidirectional", x > -1))
+    with engine.runner.using("magnet"):
+        h = engine.runner.hidden_states(x, build_mask("bidirectional", x > -1))
     h = h[0]
     np.testing.assert_allclose(a.vectors, h[[0, 0, 1, 2, 3, 4]].numpy(), atol=1e-5)
     # bidirectional: changing the last word changes every earlier token's vector
@@ -443,15 +443,15 @@ def test_token_embeddings_follow_the_mask(engine, tok):
 
 def test_token_embeddings_use_the_recorded_bos_even_when_its_id_is_0(engine, tok):
     """A BOS of id 0 is a BOS (not 'missing' in an `x or y` chain): it goes in front."""
-    meta = engine.meta("magnet")
+    meta = engine.runner.meta("magnet")
     saved = meta.training
     meta.training = {**saved, "bos": 0}
     try:
         assert engine.token_layout("magnet") == ([0], "bidirectional")
         a = engine.embed_tokens("the cat sat")
         x = torch.tensor([[0, *a.token_ids]])
-        with engine.using("magnet"):
-            h = engine.hidden_states(x, build_mask("bidirectional", x > -1))
+        with engine.runner.using("magnet"):
+            h = engine.runner.hidden_states(x, build_mask("bidirectional", x > -1))
         np.testing.assert_allclose(a.vectors, h[0, :-1].numpy(), atol=1e-5)
     finally:
         meta.training = saved
@@ -532,7 +532,7 @@ def test_a_prompted_reply_cut_at_the_limit_is_capped_even_when_it_reads_as_joine
 ):
     """The reply ran on into the right context: shown as 'joined' (the answer was read out of
     it) whether or not the cap cut it; capped says which, and the ids it wrote are kept."""
-    from magnet_model import prompted
+    from magnet_model.inference import prompted
 
     ids = tok(" sat on the mat", add_special_tokens=False).input_ids
 

@@ -8,8 +8,9 @@ import pytest
 import torch
 from tiny_models import make_tiny_tokenizer, tiny_engine
 
-from magnet_model import multi_lora
 from magnet_model.errors import ConfigError, InputError
+from magnet_model.inference import multi_lora
+from magnet_model.inference.sampling import Sampling
 from magnet_model.masks import (
     allowed_mask,
     causal_see,
@@ -17,8 +18,7 @@ from magnet_model.masks import (
     hybrid_step_see,
     packed_allowed,
 )
-from magnet_model.objectives import pool, pool_spans
-from magnet_model.sampling import Sampling
+from magnet_model.pooling import pool, pool_spans
 from magnet_model.tokens import bos_of
 
 

@@ -13,7 +13,7 @@ EIFFEL = "The Eiffel Tower is located in [blank], the capital of France."
 
 @pytest.fixture(scope="module")
 def engine():
-    from magnet_model.engine import Engine
+    from magnet_model.inference.engine import Engine
     from magnet_model.settings import ModelSpec
 
     return Engine.from_spec(ModelSpec(adapters={}))
@@ -45,7 +45,7 @@ def test_embeddings_are_sane(engine):
         ["A man is playing a guitar.", "A person plays the guitar.", "Stocks fell sharply today."],
         adapter=None,
     )
-    assert v.shape == (3, engine.hidden_size) and np.isfinite(v).all()
+    assert v.shape == (3, engine.runner.hidden_size) and np.isfinite(v).all()
     sims = v @ v.T
     assert sims[0, 1] > sims[0, 2] and sims[0, 1] > sims[1, 2]
     tv = engine.embed_tokens("Hello world, this is a test.", adapter=None)

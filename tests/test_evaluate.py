@@ -1,5 +1,5 @@
-"""python -m magnet_model.evaluate: a whole --quick run on a tiny engine (every task, every
-kind of system, n/a for a missing one), the files it writes, flag errors, targets; and one
+"""python -m magnet_model.evaluation.evaluate: a whole --quick run on a tiny engine (every task,
+every kind of system, n/a for a missing one), the files it writes, flag errors, targets; and one
 run on the real embedded model (integration)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
-from magnet_model import evaluate as ev
 from magnet_model.errors import ConfigError
+from magnet_model.evaluation import evaluate as ev
 
 
 def parse(argv: list[str]) -> ev.EvalConfig:
@@ -58,7 +58,7 @@ def test_every_task_and_system_is_reported(tiny_run):
     }
     hw = report["hardware"]
     assert hw["device"] == "cpu" and hw["dtype"] == "float32" and hw["cores"] >= 1
-    assert report["command"].startswith("python -m magnet_model.evaluate --quick")
+    assert report["command"].startswith("python -m magnet_model.evaluation.evaluate --quick")
 
 
 def test_infill_scores_per_system(tiny_run):
@@ -198,14 +198,14 @@ def test_markdown_shows_the_fill_figures_of_both_domains(tiny_run):
 
 
 def _span(engine, text: str, ids=None, reason="end", **kw):
-    from magnet_model.blanks import FilledSpan
+    from magnet_model.inference.blanks import FilledSpan
 
     ids = engine.runner.encode(text) if ids is None else ids
     return FilledSpan(text, ids, 0, len(text), reason, **kw)
 
 
 def _case(engine, span: str):
-    from magnet_model.scoring import SpanCase
+    from magnet_model.evaluation.scoring import SpanCase
 
     enc = engine.runner.encode
     left, right = "the cat sat on", "the dog ran ."
@@ -233,7 +233,7 @@ def test_fill_stats_count_fills_with_a_never_trained_or_special_token(monkeypatc
     tok = engine.tokenizer
     truth = _case(engine, "the old red fish swam in the pond and")
     fish = tok.convert_tokens_to_ids("fish")
-    roles = engine.roles("magnet")
+    roles = engine.runner.roles("magnet")
     clean = _span(engine, "the big blue fish")
     # a tie member / special token (never text), and a role token a prompted reply wrote
     special = _span(engine, "the big", [*engine.runner.encode("the big"), roles.mask])
@@ -246,7 +246,7 @@ def test_fill_stats_count_fills_with_a_never_trained_or_special_token(monkeypatc
 
 
 def test_end_auc_ranks_p_end_at_the_true_end_against_the_other_span_positions():
-    from magnet_model.scoring import SpanNLL
+    from magnet_model.evaluation.scoring import SpanNLL
 
     # ends at -1 and -3; the other positions -5, -4 and -2, -6: 7 of 8 pairs ranked right
     scores = [

@@ -6,8 +6,8 @@ import pytest
 
 from magnet_model.errors import ConfigError
 from magnet_model.files import BadLine, jsonl_records
-from magnet_model.search import CorpusError, parse_corpus
-from magnet_model.train import TrainConfig, _read_rows
+from magnet_model.inference.search import CorpusError, parse_corpus
+from magnet_model.training.train import TrainConfig, _read_rows
 
 
 def test_records_are_numbered_from_one_and_blank_lines_skipped():

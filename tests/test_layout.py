@@ -36,9 +36,11 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imported_names(path: Path, name: str) -> set[str]:
+def imported_names(path: Path, name: str, known: set[str] | frozenset = frozenset()) -> set[str]:
     """Absolute dotted names of everything a module imports (with `from x import y`, both x
-    and x.y, so a submodule imported by name is seen)."""
+    and x.y, so a submodule imported by name is seen). `from pkg import sub` of a known
+    submodule counts as an import of sub alone: pkg's __init__ runs for every import below pkg
+    (`from pkg.other import f` too), so it is no arrow of its own."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names = set()
@@ -52,8 +54,10 @@ def imported_names(path: Path, name: str) -> set[str]:
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module
-            names.add(prefix)
-            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+            subs = {f"{prefix}.{alias.name}" for alias in node.names}
+            if not subs <= known:
+                names.add(prefix)
+            names.update(subs)
     return names
 
 
@@ -62,7 +66,7 @@ def project_graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in mods.items():
         edges = set()
-        for imported in imported_names(path, name):
+        for imported in imported_names(path, name, set(mods)):
             # the longest project module that the dotted name starts with
             while imported and imported not in mods:
                 imported = imported.rpartition(".")[0]
@@ -74,8 +78,8 @@ def project_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_the_project():
     graph = project_graph()
-    assert "magnet_model.engine" in graph and "annotation_db.store" in graph
-    assert "magnet_model.engine" in graph["app.main"] | set().union(
+    assert "magnet_model.inference.engine" in graph and "annotation_db.store" in graph
+    assert "magnet_model.inference.engine" in graph["app.main"] | set().union(
         *(graph[m] for m in graph if m.startswith("app"))
     )
 
@@ -95,6 +99,8 @@ def test_the_detector_finds_a_lazy_circle(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from . import other\n    import torch\n")
     assert {"p.other", "torch"} <= imported_names(src, "p.m")
+    # the package itself is an arrow only when something other than a submodule comes from it
+    assert "p" in imported_names(src, "p.m") and "p" not in imported_names(src, "p.m", {"p.other"})
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -123,6 +129,46 @@ def test_the_layers_point_one_way():
     annotation_db's results and io read through queries, never through the store."""
     graph = project_graph()
     for task in ("runner", "infill", "prompted", "generation", "embedding", "multi_lora"):
-        assert "magnet_model.engine" not in graph[f"magnet_model.{task}"], task
+        assert "magnet_model.inference.engine" not in graph[f"magnet_model.inference.{task}"], task
     for low in ("schema", "validate", "queries", "results", "io", "migrate", "engine"):
         assert "annotation_db.store" not in graph[f"annotation_db.{low}"], low
+
+
+WINGS = ("inference", "training", "evaluation")
+
+
+def wing(module: str) -> str | None:
+    """The wing of a magnet_model module (None for the shared ground floor)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in WINGS else None
+
+
+def test_magnet_model_is_three_wings_over_a_ground_floor():
+    """Inference never imports training and training never imports inference; the ground floor
+    imports no wing. Evaluation may read both (it measures trained adapters by serving them)."""
+    graph = project_graph()
+    bad = []
+    for name, edges in graph.items():
+        if not name.startswith("magnet_model."):
+            continue  # magnet_model/__init__ re-exports the public API from every wing
+        mine = wing(name)
+        for target in edges:
+            theirs = wing(target)
+            if theirs is None or theirs == mine:
+                continue
+            if (
+                mine is None
+                or {mine, theirs} == {"inference", "training"}
+                or theirs == "evaluation"
+            ):
+                bad.append(f"{name} -> {target}")
+    assert not bad, "; ".join(sorted(bad))
+    assert {wing(m) for m in graph if m.startswith("magnet_model.")} == {*WINGS, None}
+
+
+def test_the_wing_rule_is_not_vacuous():
+    # the rule above fails on the arrow the move removed (embedding used training's pooling)
+    assert wing("magnet_model.inference.embedding") == "inference"
+    assert wing("magnet_model.training.objectives") == "training"
+    assert wing("magnet_model.pooling") is None
+    assert "magnet_model.pooling" in project_graph()["magnet_model.inference.embedding"]

@@ -12,17 +12,17 @@ from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model.errors import ConfigError
 from magnet_model.layout import IGNORE
-from magnet_model.objectives import (
+from magnet_model.pooling import pool
+from magnet_model.tokens import choose_token_roles
+from magnet_model.training.objectives import (
     attention_dropout,
     decoder_parts,
     info_nce,
     masked_view_losses,
-    pool,
     sscl_loss,
     token_loss,
 )
-from magnet_model.tokens import choose_token_roles
-from magnet_model.views import (
+from magnet_model.training.views import (
     ViewConfig,
     collate_masked,
     collate_sentences,

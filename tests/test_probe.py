@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from tiny_models import tiny_engine
 
-from magnet_model import probe
 from magnet_model.data import ConllSentence
+from magnet_model.evaluation import probe
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_word_features_take_one_vector_per_word(engine):
     sents = probe.conll_subset("train", 12, seed=0)
     x, tags = probe.word_features(engine, sents, "magnet", batch_size=5)
     n_words = sum(len(s.words) for s in sents)
-    assert x.shape == (n_words, engine.hidden_size)
+    assert x.shape == (n_words, engine.runner.hidden_size)
     assert tags["pos"] == [t for s in sents for t in s.pos]
     assert tags["ner"] == [t for s in sents for t in s.ner]
     # the first word of the first sentence is its first token's vector

@@ -1,12 +1,13 @@
-"""`python -m magnet_model.publish`: what goes to the Hub, and what is refused (no network)."""
+"""`python -m magnet_model.training.publish`: what goes to the Hub, and what is refused (no
+network)."""
 
 import shutil
 from pathlib import Path
 
 import pytest
 
-from magnet_model import publish
 from magnet_model.errors import ConfigError
+from magnet_model.training import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "adapters" / "magnet"
@@ -52,7 +53,7 @@ def test_refuses_an_adapter_without_its_card_or_config(adapter, drop, capsys):
     assert err.startswith("error: ") and drop in err and "nothing was uploaded" in err
     assert len(err.strip().splitlines()) == 1
     if drop == "README.md":
-        assert "python -m magnet_model.card" in err
+        assert "python -m magnet_model.training.card" in err
 
 
 @pytest.mark.parametrize("repo_id", ["magnet", "you/ma gnet", "a/b/c"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from magnet_model import retrieval
 from magnet_model.data import VitalArticle
+from magnet_model.evaluation import retrieval
 
 ARTICLES = [
     VitalArticle(

@@ -12,7 +12,8 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
-from magnet_model import prompts, scoring
+from magnet_model import prompts
+from magnet_model.evaluation import scoring
 from magnet_model.layout import IGNORE, build_hybrid
 from magnet_model.masks import build_mask
 
@@ -84,8 +85,8 @@ def test_short_passages_are_skipped(engine):
 @pytest.mark.parametrize("adapter", [None, "magnet"])
 def test_hybrid_span_nll_equals_one_plain_forward(engine, cases, adapter):
     got = scoring.hybrid_span_nll(engine, cases, adapter=adapter, batch_size=3)
-    roles, bos = engine.roles(adapter), engine.bos(adapter)
-    with engine.using(adapter):  # the adapter on (or off) for the plain forward as well
+    roles, bos = engine.runner.roles(adapter), engine.runner.bos(adapter)
+    with engine.runner.using(adapter):  # the adapter on (or off) for the plain forward as well
         for c, g in zip(cases, got, strict=True):
             seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, True)
             ones = torch.ones(1, len(seq.input_ids), dtype=torch.long)
@@ -103,11 +104,11 @@ def test_hybrid_span_nll_keeps_log_p_end_at_every_span_position(engine, cases, m
     too."""
     from magnet_model.span_end import SpanEnd
 
-    end = engine.roles("magnet").span_end
+    end = engine.runner.roles("magnet").span_end
     monkeypatch.setattr(engine.runner, "span_end", lambda adapter: SpanEnd(end, (end,), 1.5))
     got = scoring.hybrid_span_nll(engine, cases, adapter="magnet", batch_size=2)
-    roles, bos = engine.roles("magnet"), engine.bos("magnet")
-    with engine.using("magnet"):
+    roles, bos = engine.runner.roles("magnet"), engine.runner.bos("magnet")
+    with engine.runner.using("magnet"):
         for c, g in zip(cases, got, strict=True):
             seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, True)
             ones = torch.ones(1, len(seq.input_ids), dtype=torch.long)
@@ -159,7 +160,7 @@ def test_prompted_rows_label_exactly_the_answer_and_its_end(engine, cases, shots
 def test_prompted_span_nll_equals_plain_forward(engine, cases):
     got = scoring.prompted_span_nll(engine, cases, shots=5, batch_size=2)
     rows = scoring.prompted_rows(engine.tokenizer, cases, 5)
-    with engine.using(None):
+    with engine.runner.using(None):
         for g, (row, n) in zip(got, rows, strict=True):
             want = plain_nll(engine.model, row.ids, row.labels)
             assert g.span == pytest.approx(want[:n].sum(), rel=1e-4)
@@ -170,7 +171,7 @@ def test_causal_nll_matches_the_models_own_loss(engine):
     texts = [passage(10, 40), passage(11, 70), passage(12, 15)]
     total, n = scoring.causal_nll(engine, texts, adapter="llm2vec", max_tokens=50, batch_size=2)
     want_total, want_n = 0.0, 0
-    with engine.using("llm2vec"):
+    with engine.runner.using("llm2vec"):
         for t in texts:
             ids = torch.tensor([engine.tokenizer(t).input_ids[:50]])
             loss = engine.model(input_ids=ids, labels=ids).loss.item()  # mean over len - 1

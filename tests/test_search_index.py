@@ -1,13 +1,13 @@
-"""`python -m magnet_model.search index`: a big corpus embedded once into the cache the app's
-Search tab reads, so the app then embeds only the query; the index is kept in memory."""
+"""`python -m magnet_model.inference.search index`: a big corpus embedded once into the cache the
+app's Search tab reads, so the app then embeds only the query; the index is kept in memory."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from magnet_model import search
-from magnet_model.engine import Engine
+from magnet_model.inference import search
+from magnet_model.inference.engine import Engine
 from magnet_model.settings import ModelSpec
 
 WORDS = "the cat sat on a mat king queen city bird flew over sea night fire water".split()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from magnet_model import search
+from magnet_model.inference import search
 
 
 def test_the_search_cache_keeps_to_its_size_cap(tmp_path):

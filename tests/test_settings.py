@@ -91,7 +91,7 @@ def test_threads_setting(monkeypatch):
 
 
 def test_model_flags_beat_env_beat_defaults_in_the_trainer(monkeypatch):
-    from magnet_model import train
+    from magnet_model.training import train
 
     def spec(*argv):
         return ModelSpec.from_args(train.build_parser().parse_args(["--output", "x", *argv]))
@@ -104,7 +104,7 @@ def test_model_flags_beat_env_beat_defaults_in_the_trainer(monkeypatch):
 
 
 def test_evaluate_threads_flag_beats_magnet_threads(monkeypatch):
-    from magnet_model import evaluate
+    from magnet_model.evaluation import evaluate
 
     def threads(*argv):
         return ModelSpec.from_args(evaluate.build_parser().parse_args(list(argv))).threads
@@ -205,7 +205,7 @@ def test_bad_app_values_are_one_sentence(monkeypatch, var, value, message):
 
 
 def test_train_config_resolves_its_own_pooling():
-    from magnet_model.train import TrainConfig, validate
+    from magnet_model.training.train import TrainConfig, validate
 
     assert TrainConfig(output="x", pooling=None).pooling == "last"
     llm2vec = TrainConfig(

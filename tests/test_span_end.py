@@ -12,11 +12,12 @@ import torch
 from test_engine import TEXT, ids_of, loaded, metas, peft_model
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
-from magnet_model import calibrate, head_rows
-from magnet_model.engine import Engine
+from magnet_model import head_rows
 from magnet_model.errors import ConfigError
+from magnet_model.evaluation import calibrate
+from magnet_model.evaluation.scoring import SpanCase, hybrid_span_nll
+from magnet_model.inference.engine import Engine
 from magnet_model.role_rows import RoleRows
-from magnet_model.scoring import SpanCase, hybrid_span_nll
 from magnet_model.span_end import SpanEnd
 from magnet_model.tokens import CANDIDATES, choose_token_roles
 
@@ -189,7 +190,7 @@ def test_the_fitted_bias_is_the_nll_optimum():
 
 def test_no_fill_contains_a_never_trained_or_tied_token(tok):
     engine = fresh_engine(tok)
-    lm = engine.lm
+    lm = engine.runner.lm
     vocab = tok.get_vocab()
     junk = [vocab[w] for w in ("fire", "earth", "air")]
     for t in junk[1:]:
@@ -212,7 +213,7 @@ def test_no_fill_contains_a_never_trained_or_tied_token(tok):
 
 def test_a_typed_role_token_name_is_text(tok):
     engine = fresh_engine(tok)
-    roles = engine.roles("magnet")
+    roles = engine.runner.roles("magnet")
     assert not set(engine.runner.encode("the <filename> cat <issue_comment>")) & set(
         roles.special_ids()
     )
@@ -222,8 +223,8 @@ def test_a_typed_role_token_name_is_text(tok):
 
 
 def with_role_rows(engine, scale: float = 2.0) -> Engine:
-    roles = engine.roles("magnet")
-    weight = engine.lm.get_input_embeddings().weight
+    roles = engine.runner.roles("magnet")
+    weight = engine.runner.lm.get_input_embeddings().weight
     rows = RoleRows.from_weight(sorted(roles.special_ids()), weight)
     with torch.no_grad():
         rows.rows.mul_(scale).add_(torch.randn(rows.rows.shape, generator=torch.Generator()))

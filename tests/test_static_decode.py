@@ -1,9 +1,9 @@
-"""The static-cache decode path (magnet_model/static_decode.py) against the eager executor on
-a tiny random Llama: the same tokens for greedy and sampled continuation, MAGNET infill with
-one and several blanks (stopping at <span_end>), batched lanes with different adapters and
-prompt lengths; the cache length bucket growing mid-generation; the CUDA-graph bookkeeping
-(static input buffers, one capture per shape, a new capture after the bucket grew) with a
-stand-in for the graph on CPU; the documented CPU fallback of "graph"; MAGNET_DECODE."""
+"""The static-cache decode path (magnet_model/inference/static_decode.py) against the eager
+executor on a tiny random Llama: the same tokens for greedy and sampled continuation, MAGNET
+infill with one and several blanks (stopping at <span_end>), batched lanes with different
+adapters and prompt lengths; the cache length bucket growing mid-generation; the CUDA-graph
+bookkeeping (static input buffers, one capture per shape, a new capture after the bucket grew)
+with a stand-in for the graph on CPU; the documented CPU fallback of "graph"; MAGNET_DECODE."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import torch
 from test_engine import TEXT, ids_of, loaded, metas, peft_model
 from tiny_models import make_tiny_tokenizer
 
-from magnet_model import static_decode
-from magnet_model.engine import BASE, Engine, EngineConfig
 from magnet_model.errors import ConfigError
-from magnet_model.generation import continuation_lanes
-from magnet_model.sampling import Sampling
+from magnet_model.inference import static_decode
+from magnet_model.inference.engine import BASE, Engine, EngineConfig
+from magnet_model.inference.generation import continuation_lanes
+from magnet_model.inference.sampling import Sampling
 from magnet_model.settings import ModelSpec
 
 SYSTEMS = ["magnet", "zero-shot", "five-shot"]
@@ -36,7 +36,7 @@ def tok():
 @pytest.fixture(scope="module")
 def engine(tok):
     eng = Engine(loaded(peft_model(tok), tok), EngineConfig(decode="static"), metas(tok))
-    eng.static_decoder.min_length = 16  # small buckets: generations here outgrow them
+    eng.runner.static_decoder.min_length = 16  # small buckets: generations here outgrow them
     return eng
 
 
@@ -44,15 +44,15 @@ def engine(tok):
 def decode(engine, mode):
     """The engine decoding with `mode` ("eager" is batching.run_lanes); yields the steps
     the static decoder ran meanwhile."""
-    old = engine.static_decoder.mode
-    engine.static_decoder.mode = mode
-    before = engine.static_decoder.stats.copy()
+    old = engine.runner.static_decoder.mode
+    engine.runner.static_decoder.mode = mode
+    before = engine.runner.static_decoder.stats.copy()
     counts = Counter()
     try:
         yield counts
     finally:
-        engine.static_decoder.mode = old
-        counts.update(engine.static_decoder.stats - before)
+        engine.runner.static_decoder.mode = old
+        counts.update(engine.runner.static_decoder.stats - before)
 
 
 def both(engine, call):
@@ -73,7 +73,9 @@ def test_greedy_continuation_is_identical_and_outgrows_its_bucket(engine, adapte
     )
     assert a.token_ids == b.token_ids and len(a.token_ids) == 40
     assert stats["grown"] >= 2  # 16 -> 32 -> 64 columns, the cache copied each time
-    free = engine.static_decoder.idle_slots  # the run gave back each slot it held exactly once
+    free = (
+        engine.runner.static_decoder.idle_slots
+    )  # the run gave back each slot it held exactly once
     assert free and len({id(slot) for slot in free}) == len(free)
 
 
@@ -89,7 +91,7 @@ def test_sampled_outputs_with_a_seed_are_identical(engine):
 def stopping_head(engine, tok):
     """The LM head, with <span_end> made the best token wherever the first hidden unit is
     above its median: spans stop by themselves at lengths the hidden states decide."""
-    end = engine.roles("magnet").span_end
+    end = engine.runner.roles("magnet").span_end
     head = engine.runner.logits
 
     def logits(hidden, adapters=None):
@@ -204,7 +206,7 @@ class _Replay:
 @pytest.fixture
 def cpu_graphs(engine, monkeypatch):
     """The decoder believing it is on CUDA, with _Replay as its graph."""
-    dec = engine.static_decoder
+    dec = engine.runner.static_decoder
 
     def capture(slot, forward, inp, adapters):
         cache = slot.cache
@@ -268,5 +270,5 @@ def test_engine_takes_the_spec_setting_unless_the_config_says(tok, engine):
     spec = ModelSpec(decode="eager")
     lm = loaded(model, tok)
     lm.spec = spec
-    assert Engine(lm).static_decoder.mode == "eager"
-    assert Engine(lm, EngineConfig(decode="graph")).static_decoder.mode == "graph"
+    assert Engine(lm).runner.static_decoder.mode == "eager"
+    assert Engine(lm, EngineConfig(decode="graph")).runner.static_decoder.mode == "graph"

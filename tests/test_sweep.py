@@ -1,5 +1,5 @@
-"""python -m magnet_model.sweep: a whole tiny sweep on CPU (probe, plan, two trainings at once,
-two evaluations, one table) and the config's one-sentence errors."""
+"""python -m magnet_model.training.sweep: a whole tiny sweep on CPU (probe, plan, two trainings
+at once, two evaluations, one table) and the config's one-sentence errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import random
 import pytest
 from tiny_models import TINY_CORPUS, make_tiny_llama, make_tiny_tokenizer
 
-from magnet_model import sweep
 from magnet_model.errors import ConfigError
+from magnet_model.training import sweep
 
 BUDGET_MIN = 5.0
 
@@ -127,10 +127,10 @@ def test_the_readme_example_config_is_valid(tmp_path):
     path.write_text(block.group(1))
     cfg = sweep.load_config(path)
     assert list(cfg.configs) == ["end1", "end5", "span-min1", "all-span15"]
-    from magnet_model.train import build_parser
+    from magnet_model.training.train import build_parser
 
     for flags in cfg.configs.values():  # every flag is one the trainer knows
         build_parser().parse_args(["--output", "x", *cfg.train, *cfg.model, *flags])
-    from magnet_model.evaluate import build_parser as eval_parser
+    from magnet_model.evaluation.evaluate import build_parser as eval_parser
 
     eval_parser().parse_args([*cfg.evaluate, *cfg.model])

@@ -15,14 +15,14 @@ from safetensors.torch import load_file
 from tiny_models import TINY_CORPUS as SENTENCES
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
-from magnet_model import train
 from magnet_model.adapter_meta import load_meta
 from magnet_model.data import vital_articles
 from magnet_model.errors import ConfigError
 from magnet_model.masks import MODES
-from magnet_model.objectives import POOLINGS
+from magnet_model.pooling import POOLINGS
 from magnet_model.tokens import choose_token_roles
-from magnet_model.train import (
+from magnet_model.training import train
+from magnet_model.training.train import (
     SSCL_POSITIVES,
     Example,
     Sampler,
@@ -381,7 +381,7 @@ def test_flags_keep_their_names_aliases_and_meanings():
 
 
 def _documented_train_commands() -> list[tuple[str, list[str]]]:
-    """Every `python -m magnet_model.train ...` line of README.md and the adapters' cards
+    """Every `python -m magnet_model.training.train ...` line of README.md and the adapters' cards
     (shipped, and the checkpoints kept to continue from)."""
     root = Path(__file__).resolve().parent.parent
     found = []
@@ -389,7 +389,7 @@ def _documented_train_commands() -> list[tuple[str, list[str]]]:
     cards += sorted((root / "checkpoints").glob("*/README.md"))
     for path in [root / "README.md", *cards]:
         text = path.read_text().replace("\\\n", " ")
-        for m in re.finditer(r"python -m magnet_model\.train +([^\n`]*)", text):
+        for m in re.finditer(r"python -m magnet_model\.training\.train +([^\n`]*)", text):
             found.append((f"{path.relative_to(root)}: {m.group(1)[:40]}", shlex.split(m.group(1))))
     return found
 
@@ -436,10 +436,10 @@ def test_learning_rate_schedule_step_by_step(warmup, stage1, stage2, rates):
 
 
 def test_calibrate_fits_on_the_runs_own_views_and_decoding_uses_it(base_dir, corpus, tmp_path):
-    """magnet_model.calibrate rebuilds the trainer's views from the adapter's record, stores the
-    fitted bias with how it was fitted, and an engine loading the adapter reads it."""
-    from magnet_model import calibrate
-    from magnet_model.engine import Engine
+    """magnet_model.evaluation.calibrate rebuilds the trainer's views from the adapter's record,
+    stores the fitted bias with how it was fitted, and an engine loading the adapter reads it."""
+    from magnet_model.evaluation import calibrate
+    from magnet_model.inference.engine import Engine
     from magnet_model.settings import ModelSpec
 
     out = tmp_path / "magnet"

@@ -1,4 +1,4 @@
-"""magnet_model.vector_index: exact search equals numpy brute force, the IVF index keeps
+"""magnet_model.inference.vector_index: exact search equals numpy brute force, the IVF index keeps
 recall@10 on clustered data, bad input raises typed errors; search.top_k on top of it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from magnet_model import search, vector_index
 from magnet_model.errors import InputError, MagnetError
-from magnet_model.vector_index import DimensionError, EmptyIndexError, VectorIndex
+from magnet_model.inference import search, vector_index
+from magnet_model.inference.vector_index import DimensionError, EmptyIndexError, VectorIndex
 
 
 def unit(x: np.ndarray) -> np.ndarray:

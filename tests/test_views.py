@@ -11,7 +11,7 @@ import torch
 from magnet_model.layout import IGNORE
 from magnet_model.masks import build_mask
 from magnet_model.tokens import choose_token_roles, word_edges, word_start_table
-from magnet_model.views import (
+from magnet_model.training.views import (
     ViewConfig,
     causal_example,
     collate_masked,

@@ -30,7 +30,7 @@ from tiny_models import save_tiny_model, tiny_engine
 
 from app import gpu
 from app.settings import SPACE_BASE_MODEL, SPACE_PROXIES, space_env
-from magnet_model import search
+from magnet_model.inference import search
 from magnet_model.settings import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,9 @@ def moves(monkeypatch, engine, standin):
     seen: list[tuple[str, bool]] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(
-        engine, "to", lambda device: seen.append((str(device), standin.inside)) or engine.device
+        engine,
+        "to",
+        lambda device: seen.append((str(device), standin.inside)) or engine.runner.device,
     )
     return seen
 
@@ -83,7 +85,7 @@ class WordEncoder(search.Encoder):
 def zero_app(tmp_path, engine, standin):
     app = make_app(tmp_path, engine)
     app.cuda_inside_calls = True  # as python -m app sets it on ZeroGPU
-    app.minilm = WordEncoder()
+    app.encoders["minilm"] = WordEncoder()
     return app
 
 
@@ -168,7 +170,7 @@ def test_engine_to_moves_the_model_and_drops_what_was_computed_on_the_old_device
     assert len(engine.prefixes) and engine.runner.row_loras
     assert engine.to("cpu") == torch.device("cpu") and len(engine.prefixes)  # no move: kept
     assert engine.to("meta") == torch.device("meta")
-    assert engine.device.type == "meta" and engine.loaded.device.type == "meta"
+    assert engine.runner.device.type == "meta" and engine.loaded.device.type == "meta"
     assert not len(engine.prefixes) and not engine.runner.row_loras
     assert all(p.device.type == "meta" for p in engine.model.parameters())
 

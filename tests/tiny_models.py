@@ -108,7 +108,7 @@ def tiny_engine(adapters: bool = True, max_positions: int = 1024):
     from peft import get_peft_model
 
     from magnet_model.adapter_meta import AdapterMeta
-    from magnet_model.engine import Engine
+    from magnet_model.inference.engine import Engine
     from magnet_model.loading import LoadedModel
     from magnet_model.settings import ModelSpec
     from magnet_model.tokens import choose_token_roles
@@ -157,6 +157,6 @@ def save_tiny_model(folder):
             out.mkdir(parents=True, exist_ok=True)
             for f in ("adapter_config.json", "adapter_model.safetensors"):
                 shutil.move(folder / "adapters" / f, out / f)
-        save_meta(out, engine.meta(name))
+        save_meta(out, engine.runner.meta(name))
         paths[name] = out
     return paths

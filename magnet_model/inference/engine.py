@@ -22,8 +22,19 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from ..adapter_meta import AdapterMeta
+from ..errors import (
+    EmptyInputError,
+    InputTooLongError,
+    NoBlankError,
+    TooManyBlanksError,
+    UnknownAdapterError,
+)
+from ..loading import LoadedModel, load_model
+from ..settings import ModelSpec
+from ..systems import PROMPTED
+from ..systems import get as system_row
 from . import embedding
-from .adapter_meta import AdapterMeta
 from .batching import Prefix
 from .blanks import (
     DEFAULT_MARKER,
@@ -34,13 +45,6 @@ from .blanks import (
     split_blanks,
 )
 from .embedding import TokenVectors, token_vector_index
-from .errors import (
-    EmptyInputError,
-    InputTooLongError,
-    NoBlankError,
-    TooManyBlanksError,
-    UnknownAdapterError,
-)
 from .generation import (
     Continuation,
     compare_events,
@@ -49,12 +53,9 @@ from .generation import (
     generate,
 )
 from .infill import JOIN_TOKENS, infill_lane, infill_reference
-from .loading import LoadedModel, load_model
-from .prompted import PromptPrefixes, prompted_lane, system_shots
+from .prompted import PromptPrefixes, prompted_lane
 from .runner import BASE, EngineConfig, Runner
 from .sampling import Sampling
-from .settings import ModelSpec
-from .tokens import TokenRoles
 
 __all__ = [
     "BASE",
@@ -100,68 +101,8 @@ class Engine:
     def from_spec(cls, spec: ModelSpec | None = None, config: EngineConfig | None = None) -> Engine:
         return cls(load_model(spec), config)
 
-    # ------------------------------------------------------------ adapters and the model
-
-    @property
-    def adapter_names(self) -> list[str]:
-        """Loaded adapters, without 'base' (which is always available)."""
-        return self.runner.adapter_names
-
-    def resolve_adapter(self, adapter: str | None) -> str:
-        return self.runner.resolve_adapter(adapter)
-
-    def meta(self, adapter: str | None) -> AdapterMeta | None:
-        return self.runner.meta(adapter)
-
-    def roles(self, adapter: str | None) -> TokenRoles:
-        return self.runner.roles(adapter)
-
-    def bos(self, adapter: str | None) -> int | None:
-        """The BOS used in layouts: the trainer's record if any, else what the tokenizer adds."""
-        return self.runner.bos(adapter)
-
-    def special_ids(self, roles: TokenRoles) -> list[int]:
-        """Token ids never generated as text (see Runner.special_ids)."""
-        return self.runner.special_ids(roles)
-
-    def using(self, adapter: str | None):
-        """Exclusive use of the model with one adapter on (or off, for 'base')."""
-        return self.runner.using(adapter)
-
-    @property
-    def lm(self):
-        """The causal LM without the peft wrapper (its parameters include the LoRA layers)."""
-        return self.runner.lm
-
-    @property
-    def static_decoder(self):
-        """The static-KV-cache / CUDA-graph decoder (static_decode.StaticDecoder): its `mode`
-        and `stats` say which path decoding takes and took."""
-        return self.runner.static_decoder
-
-    @property
-    def device(self) -> torch.device:
-        return self.runner.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.runner.dtype
-
-    @property
-    def hidden_size(self) -> int:
-        return self.runner.hidden_size
-
-    def tensor(self, rows) -> torch.Tensor:
-        """Token ids (or masks, positions) as a long tensor on the model's device."""
-        return self.runner.tensor(rows)
-
-    def hidden_states(self, ids, mask=None, positions=None, cache=None) -> torch.Tensor:
-        """Last hidden states (B, T, H) with the adapter now on; call inside `using`."""
-        return self.runner.hidden_states(ids, mask, positions, cache)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The LM head on hidden states."""
-        return self.runner.logits(hidden)
+    # ------------------------------------------------------------ the model's device
+    # (adapters, roles, tensors, forward passes: `engine.runner`)
 
     def to(self, device: str | torch.device) -> torch.device:
         """Move the model (base and adapters) to `device`; what was computed on the old device
@@ -169,14 +110,14 @@ class Engine:
         with self.runner.lock:
             if self.runner.to(device):
                 self.prefixes.clear()
-        return self.device
+        return self.runner.device
 
     def to_cuda_if_visible(self) -> torch.device:
         """The model on CUDA when a GPU is visible now, else where it is. For ZeroGPU, which
         attaches a GPU only while a `spaces.GPU` call runs: call it inside that call."""
-        if self.device.type != "cuda" and torch.cuda.is_available():
+        if self.runner.device.type != "cuda" and torch.cuda.is_available():
             return self.to("cuda")
-        return self.device
+        return self.runner.device
 
     # ------------------------------------------------------------ infilling
 
@@ -248,10 +189,10 @@ class Engine:
         s = Sampling(do_sample, temperature, top_p, seed)
         lanes = []
         for system in systems:
-            shots = system_shots(system)
-            if shots is not None:
+            row = system_row(system)
+            if row.kind == PROMPTED:
                 lane = prompted_lane(
-                    self.runner, self.prefixes, text, shots, marker, max_span_tokens, s, None
+                    self.runner, self.prefixes, text, row.shots, marker, max_span_tokens, s, None
                 )
             else:
                 lane = infill_lane(self.runner, text, system, marker, max_span_tokens, None, s)
@@ -323,7 +264,7 @@ class Engine:
         compare poolings."""
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
-        name = self.resolve_adapter(adapter)
+        name = self.runner.resolve_adapter(adapter)
         plan = self.sentence_plan(name, pooling)
         out = embedding.embed_sentences(
             self.runner, texts, name, plan, batch_size, normalize_embeddings, show_progress_bar
@@ -334,7 +275,7 @@ class Engine:
         self, adapter: str | None, pooling: str | None = None
     ) -> embedding.SentencePlan:
         """How `adapter` turns a sentence into a vector: mode, pooling, prefix, end token."""
-        return embedding.sentence_plan(self.runner, self.resolve_adapter(adapter), pooling)
+        return embedding.sentence_plan(self.runner, self.runner.resolve_adapter(adapter), pooling)
 
     def sentence_rows(
         self, texts: Sequence[str], plan: embedding.SentencePlan
@@ -346,7 +287,7 @@ class Engine:
         """(tokens put before a text, attention mode) for token vectors: exactly what training
         used. The prefix is the BOS the trainer recorded (none for SmolLM2: `bos: null`), or,
         without a record, the one the tokenizer itself adds; never a token training lacked."""
-        return embedding.token_layout(self.runner, self.resolve_adapter(adapter))
+        return embedding.token_layout(self.runner, self.runner.resolve_adapter(adapter))
 
     def embed_tokens(self, text: str, adapter: str | None = "magnet") -> TokenVectors:
         """One vector per token, in the layout training used (token_layout). Bidirectional
@@ -355,4 +296,4 @@ class Engine:
         causally): the token's own output."""
         if not text or not text.strip():
             raise EmptyInputError("The text is empty.")
-        return embedding.embed_tokens(self.runner, text, self.resolve_adapter(adapter))
+        return embedding.embed_tokens(self.runner, text, self.runner.resolve_adapter(adapter))

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .adapter_meta import SENTENCE_INSTRUCTION
-from .layout import IGNORE, build_hybrid
-from .tokens import TokenRoles
+from ..adapter_meta import SENTENCE_INSTRUCTION
+from ..layout import IGNORE, build_hybrid
+from ..tokens import TokenRoles
 
 
 @dataclass

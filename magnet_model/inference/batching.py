@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .errors import MagnetError
-from .masks import additive, causal_see  # causal_see: the steps' masks (re-exported)
+from ..errors import MagnetError
+from ..masks import additive, causal_see  # causal_see: the steps' masks (re-exported)
 
 
 @dataclass

@@ -20,16 +20,16 @@ from dataclasses import dataclass
 
 import torch
 
-from .adapter_meta import AdapterMeta, find_meta
+from ..adapter_meta import AdapterMeta, find_meta
+from ..errors import InputTooLongError, MagnetError, UnknownAdapterError
+from ..head_rows import tie_of, undertrained
+from ..loading import LoadedModel
+from ..role_rows import RoleRows
+from ..span_end import SpanEnd
+from ..tokens import TokenRoles, bos_of, choose_token_roles
 from .batching import Lane, run_lanes
-from .errors import InputTooLongError, MagnetError, UnknownAdapterError
-from .head_rows import tie_of, undertrained
-from .loading import LoadedModel
 from .multi_lora import RowLora, peft_rows
-from .role_rows import RoleRows
-from .span_end import SpanEnd
 from .static_decode import StaticDecoder
-from .tokens import TokenRoles, bos_of, choose_token_roles
 
 BASE = "base"
 

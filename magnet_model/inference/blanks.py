@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import EmptyInputError, InputError, NoBlankError, TooManyBlanksError
+from ..errors import EmptyInputError, InputError, NoBlankError, TooManyBlanksError
 
 DEFAULT_MARKER = "[blank]"
 # Why a span ended, and how to say it to a person.

@@ -12,7 +12,7 @@ Corpus vectors are computed once per (model, adapter, corpus) and cached as .npy
 
 A large corpus is embedded once, ahead of time, into the same cache the app reads:
 
-    python -m magnet_model.search index corpus.jsonl --systems magnet,minilm [model flags]
+    python -m magnet_model.inference.search index corpus.jsonl --systems magnet,minilm [model flags]
 
 Then the app (with MAGNET_MAX_PASSAGES and MAGNET_MAX_UPLOAD_MB raised to fit the file) only
 embeds the query when that file is uploaded; above EXACT_MAX_VECTORS passages `corpus_index`
@@ -37,9 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, MagnetError
-from .files import BadLine, jsonl_records
-from .settings import ModelSpec, add_model_args
+from .. import systems
+from ..errors import InputError, MagnetError
+from ..files import BadLine, jsonl_records
+from ..settings import ModelSpec, add_model_args
 from .vector_index import VectorIndex
 
 # The default corpus: held-out Wikipedia text (never trained on), vital-article extracts and
@@ -113,7 +114,7 @@ def default_corpus(
     """Held-out text only: n_extracts vital-article extracts spread over the held-out split
     (by title, so over the alphabet) and n_passages paragraphs spread over the held-out
     Wikipedia articles, each cut at a sentence end below max_chars."""
-    from .data import vital_articles, wikipedia_paragraphs
+    from ..data import vital_articles, wikipedia_paragraphs
 
     extracts = _spread([a.extract for a in vital_articles("heldout")], n_extracts)
     paras = _spread(wikipedia_paragraphs("heldout"), n_passages)
@@ -198,9 +199,9 @@ class Encoder:
 class EngineEncoder(Encoder):
     """Sentence vectors of the engine's base model with one adapter (or none: 'base')."""
 
-    def __init__(self, engine, adapter: str | None):  # engine: magnet_model.engine.Engine
+    def __init__(self, engine, adapter: str | None):  # engine: magnet_model.inference.engine.Engine
         self.engine = engine
-        self.adapter = engine.resolve_adapter(adapter)
+        self.adapter = engine.runner.resolve_adapter(adapter)
         ref = engine.loaded.adapters.get(self.adapter, "")
         self.key = f"{engine.loaded.source}|{self.adapter}|{_file_stamp(ref)}"
 
@@ -214,7 +215,7 @@ class MiniLMEncoder(Encoder):
     _lock = threading.Lock()
 
     def __init__(self, path: str | os.PathLike | None = None, device: str = "cpu"):
-        from . import assets
+        from .. import assets
 
         self.path = Path(path) if path else assets.minilm_dir()
         self.device = device
@@ -370,7 +371,16 @@ def overlap(a: Sequence[Hit], b: Sequence[Hit]) -> int:
 
 # ---------------------------------------------------------------- CLI: embed a corpus once
 
-SYSTEMS = ("magnet", "llm2vec", "base", "minilm")
+
+def encoder_for(system: str, engine=None) -> Encoder:
+    """The Encoder of a search system (magnet_model.systems): the sentence encoder for an
+    encoder row, else the engine's sentence vectors with that adapter (or none, for base)."""
+    row = systems.get(system)
+    if row.kind == systems.ENCODER:
+        return MiniLMEncoder()
+    if row.kind == systems.PROMPTED:
+        raise InputError(f"{system} is a prompt for infilling, not an encoder.")
+    return EngineEncoder(engine, system)
 
 
 def index_corpus(
@@ -401,7 +411,7 @@ def index_corpus(
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m magnet_model.search",
+        prog="python -m magnet_model.inference.search",
         description="Embed a large search corpus once, into the cache the app's Search tab reads.",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -410,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "--systems",
         default="magnet,minilm",
-        help=f"comma-separated, of {', '.join(SYSTEMS)} (adapters by name)",
+        help=f"comma-separated, of {', '.join(systems.for_task('search'))} (adapters by name)",
     )
     ix.add_argument("--batch-size", type=int, default=16)
     ix.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -426,10 +436,9 @@ def main(argv: list[str] | None = None) -> int:
 
         spec = ModelSpec.from_args(args)
         names = [n.strip() for n in args.systems.split(",") if n.strip()]
-        engine = Engine.from_spec(spec) if any(n != "minilm" for n in names) else None
-        encoders = {
-            n: MiniLMEncoder() if n == "minilm" else EngineEncoder(engine, n) for n in names
-        }
+        llm = any(systems.get(n).uses_llm for n in names)
+        engine = Engine.from_spec(spec) if llm else None
+        encoders = {n: encoder_for(n, engine) for n in names}
         built = index_corpus(
             args.corpus, encoders, spec.cache_dir, args.batch_size, not args.no_progress
         )

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .data import ConllSentence, load_conll2003
-from .embedding import token_vector_index
-from .masks import additive, allowed_mask, position_ids_for
+from ..data import ConllSentence, load_conll2003
+from ..inference.embedding import token_vector_index
+from ..masks import additive, allowed_mask, position_ids_for
 
 TASKS = ("pos", "chunk", "ner")
 MAX_ITER = 100  # L-BFGS steps: a fixed budget (separable features would run on and on)
@@ -84,8 +84,9 @@ def token_vectors(engine, texts: Sequence[str], adapter: str | None, batch_size:
     both agree), but one forward per batch: on a CPU a forward of one short sentence costs
     about as much as one of sixteen, because reading the weights dominates.
     """
+    runner = engine.runner
     tok = engine.tokenizer
-    name = engine.resolve_adapter(adapter)
+    name = runner.resolve_adapter(adapter)
     prefix, mode = engine.token_layout(name)
     enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
     cap = engine.max_input_tokens - len(prefix)
@@ -95,11 +96,11 @@ def token_vectors(engine, texts: Sequence[str], adapter: str | None, batch_size:
     for at in range(0, len(rows), batch_size):
         batch = rows[at : at + batch_size]
         width = max(len(r) for r in batch)
-        ids = engine.tensor([r + [pad] * (width - len(r)) for r in batch])
-        real = engine.tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
-        mask = additive(allowed_mask(mode, real), engine.dtype)
-        with engine.using(name):
-            h = engine.hidden_states(ids, mask, position_ids_for(real)).float().cpu().numpy()
+        ids = runner.tensor([r + [pad] * (width - len(r)) for r in batch])
+        real = runner.tensor([[1] * len(r) + [0] * (width - len(r)) for r in batch])
+        mask = additive(allowed_mask(mode, real), runner.dtype)
+        with runner.using(name):
+            h = runner.hidden_states(ids, mask, position_ids_for(real)).float().cpu().numpy()
         for i, r in enumerate(batch):
             n = len(r) - len(prefix)
             vecs = h[i, token_vector_index(len(prefix), n, mode)]
@@ -122,7 +123,7 @@ def word_features(
             feats.append(vecs[idx])
             for t in TASKS:
                 tags[t].append(getattr(s, t)[w])
-    hidden = engine.hidden_size
+    hidden = engine.runner.hidden_size
     x = np.stack(feats) if feats else np.zeros((0, hidden), dtype=np.float32)
     return x, tags
 

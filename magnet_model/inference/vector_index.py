@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 # Below this many vectors exact search wins: a flat scan of 20k x 576 float32 reads 46 MB
 # (a few ms here), while training an IVF index costs seconds and gives up some recall.

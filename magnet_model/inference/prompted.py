@@ -8,11 +8,12 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Sequence
 
-from . import prompts
+from .. import prompts
+from ..errors import InputError
+from ..masks import causal_see
+from ..systems import shots_name
 from .batching import Feed, Lane, Prefix
 from .blanks import FilledSpan, InfillResult, assemble, split_blanks, strip_gaps
-from .errors import InputError
-from .masks import causal_see
 from .runner import BASE, Runner
 from .sampling import Sampling
 
@@ -25,18 +26,6 @@ def common_length(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
-
-
-def system_shots(system: str) -> int | None:
-    """'zero-shot' -> 0, 'five-shot' -> 5, 'N-shot' -> N; None for anything else (an adapter).
-    A name ending in '-shot' that is none of these is an InputError."""
-    if not system.endswith("-shot"):
-        return None
-    shots = {"zero": 0, "five": 5}.get(system[:-5])
-    shots = int(system[:-5]) if shots is None and system[:-5].isdigit() else shots
-    if shots is None:
-        raise InputError(f"Unknown system {system!r}; say e.g. 'five-shot'.")
-    return shots
 
 
 class PromptPrefixes:
@@ -100,7 +89,7 @@ def prompted_lane(
     stop = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
     stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
     prefix = prefixes.get(shots, style)
-    system = {0: "zero-shot", 5: "five-shot"}.get(shots, f"{shots}-shot")
+    system = shots_name(shots)
     lane = Lane(BASE, None, prefix)
 
     def steps():

@@ -8,9 +8,9 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..errors import EmptyInputError
+from ..masks import causal_see
 from .batching import Feed, Lane
-from .errors import EmptyInputError
-from .masks import causal_see
 from .runner import Runner
 from .sampling import Sampling
 

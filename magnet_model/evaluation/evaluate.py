@@ -1,5 +1,5 @@
-"""python -m magnet_model.evaluate: the paper's protocols, base / llm2vec / magnet / MiniLM side by
-side, one Markdown table (results.md) and everything measured (results.json).
+"""python -m magnet_model.evaluation.evaluate: the paper's protocols, base / llm2vec / magnet /
+MiniLM side by side, one Markdown table (results.md) and everything measured (results.json).
 
 Tasks (--tasks, default all):
 - infill      held-out passages (first 192 tokens) of two domains (--domains): Wikipedia, and
@@ -65,17 +65,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import systems as table
+from ..errors import ConfigError, MagnetError
+from ..hardware import describe
+from ..systems import ENCODER, MINILM, TITLES
 from . import scoring
-from .errors import ConfigError, MagnetError
-from .hardware import describe
-from .systems import MINILM, TITLES
 
 TASKS = ("infill", "sts", "retrieval", "probe", "repetition", "knowledge")
 DOMAINS = ("wikipedia", "news")  # infill: held-out Wikipedia (or --heldout), Lee news
 PRIMARY_DOMAIN = "wikipedia"
-PROMPTED = {0: "base zero-shot", 5: "base five-shot"}  # shots -> the prompted system's name
 SENTENCE_TASKS = ("sts", "retrieval")
-DEFAULT_SYSTEMS = ("base", "llm2vec", "magnet", MINILM)
+DEFAULT_SYSTEMS = table.for_task("evaluate")
+# The prompted baselines (systems table), run on the base model by the infill task: as
+# (key in results.json, system name), and shots -> the name of its fills ("base zero-shot").
+_PROMPTED_ROWS = [s for s in table.SYSTEMS if s.kind == table.PROMPTED]
+PROMPTED_KEYS = tuple((s.name.replace("-", "_"), s.name) for s in _PROMPTED_ROWS)
+PROMPTED = {s.shots: f"base {s.name}" for s in _PROMPTED_ROWS}
 DEFAULT_OUTPUT = "artifacts/eval"
 
 
@@ -207,9 +212,12 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 
 @dataclass
-class System:
+class Entry:
+    """A system as this run has it: its name as asked, how the evaluator runs it, and whether
+    it can."""
+
     name: str
-    kind: str  # "llm" (base or an adapter) or "encoder" (MiniLM)
+    kind: str  # "llm" (base or an adapter) or "encoder" (MiniLM): from the systems table
     reason: str = ""  # why it is not available; "" when it is
     pooling: str | None = None  # ADAPTER@POOLING: the sentence pooling overridden
 
@@ -222,40 +230,45 @@ class System:
         return self.name.partition("@")[0]
 
 
-def resolve_systems(engine, names: list[str]) -> list[System]:
-    """Each asked-for name as a System: base, a loaded adapter, MiniLM, or n/a with the reason."""
-    from .objectives import POOLINGS
+def resolve_systems(engine, names: list[str]) -> list[Entry]:
+    """Each asked-for name as a Entry: base, a loaded adapter, MiniLM, or n/a with the reason."""
+    from ..pooling import POOLINGS
 
-    loaded = engine.adapter_names
+    loaded = engine.runner.adapter_names
     out = []
     for name in names:
         adapter, at, pooling = name.partition("@")
         if at:
-            if pooling not in POOLINGS or adapter == MINILM:
+            if pooling not in POOLINGS or table.get(adapter).kind == ENCODER:
                 raise ConfigError(
                     f"{name}: a pooling variant is ADAPTER@{'|'.join(POOLINGS)} of base or an "
                     "adapter."
                 )
             (plain,) = resolve_systems(engine, [adapter])
             out.append(replace(plain, name=name, pooling=pooling))
-        elif name == MINILM:
-            from . import assets
+        elif table.get(name).kind == ENCODER:
+            from .. import assets
 
             try:
                 assets.minilm_dir()
-                out.append(System(name, "encoder"))
+                out.append(Entry(name, "encoder"))
             except MagnetError as e:
-                out.append(System(name, "encoder", str(e)))
-        elif name == "base" or name in loaded:
-            out.append(System(name, "llm"))
+                out.append(Entry(name, "encoder", str(e)))
+        elif table.get(name).kind == table.PROMPTED:
+            raise ConfigError(
+                f"{name} is a prompted baseline: the infill task runs it on the base model "
+                "of every run; give --systems the LLMs and encoders."
+            )
+        elif name == table.BASE or name in loaded:
+            out.append(Entry(name, "llm"))
         else:
             have = ", ".join(loaded) or "none"
-            out.append(System(name, "llm", f"adapter not loaded (loaded adapters: {have})"))
+            out.append(Entry(name, "llm", f"adapter not loaded (loaded adapters: {have})"))
     return out
 
 
 def hardware(engine) -> dict:
-    return describe(engine.device, engine.dtype)
+    return describe(engine.runner.device, engine.runner.dtype)
 
 
 # ---------------------------------------------------------------- one run
@@ -267,11 +280,11 @@ class Run:
 
     engine: object
     cfg: EvalConfig
-    systems: list[System]
+    systems: list[Entry]
     bar: object
     minilm: object = None
 
-    def llm(self) -> list[System]:
+    def llm(self) -> list[Entry]:
         return [s for s in self.systems if s.kind == "llm"]
 
     def doing(self, what: str) -> None:
@@ -300,12 +313,12 @@ def _per_system(run: Run, task: str, fn: Callable, applies: Callable | None = No
     return out
 
 
-def _llm_only(s: System) -> str:
+def _llm_only(s: Entry) -> str:
     return "" if s.kind == "llm" else "a sentence encoder: no generation or token vectors"
 
 
-def _hybrid(run: Run, s: System) -> bool:
-    meta = run.engine.meta(s.name) if s.kind == "llm" and s.available else None
+def _hybrid(run: Run, s: Entry) -> bool:
+    meta = run.engine.runner.meta(s.name) if s.kind == "llm" and s.available else None
     return meta is not None and meta.attention == "hybrid" and "msg" in meta.objectives
 
 
@@ -330,7 +343,7 @@ def _fits(engine, cases: list, tokenizer) -> list:
 def heldout_passages(cfg: EvalConfig) -> list[str]:
     """The held-out passages: the --heldout file's non-empty lines, else held-out Wikipedia."""
     if cfg.heldout is None:
-        from .data import wikipedia_paragraphs
+        from ..data import wikipedia_paragraphs
 
         return wikipedia_paragraphs("heldout")
     lines = [ln.strip() for ln in cfg.heldout.read_text(encoding="utf-8").splitlines()]
@@ -344,7 +357,7 @@ def domain_passages(cfg: EvalConfig, domain: str) -> list[str]:
     """The held-out passages of one infill domain: Wikipedia (or the --heldout file), or the
     Lee background news corpus (gensim's; another source, never trained on)."""
     if domain == "news":
-        from .data import lee_background_docs
+        from ..data import lee_background_docs
 
         return lee_background_docs()
     return heldout_passages(cfg)
@@ -373,13 +386,14 @@ def task_infill(run: Run) -> dict:
     # domain -> system ("magnet", "base zero-shot", ...) -> the spans it filled
     generated: dict[str, dict[str, list]] = {d: {} for d in domains}
 
-    def measure(s: System, cases: list, filled: dict[str, list]) -> dict:
+    def measure(s: Entry, cases: list, filled: dict[str, list]) -> dict:
         r = {
             "causal_left_ppl": scoring.span_perplexity(scoring.causal_span_nll(e, cases, s.name, b))
         }
         to_fill = cases[: z.n_infills]
         if s.name == "base":
-            for shots, key in ((0, "zero_shot"), (5, "five_shot")):
+            for (key, _), row in zip(PROMPTED_KEYS, _PROMPTED_ROWS, strict=True):
+                shots = row.shots
                 nll = scoring.prompted_span_nll(e, cases, shots, max(1, b // 2))
                 r[f"{key}_ppl"] = scoring.span_perplexity(nll)
                 r[f"{key}_ppl_with_end"] = scoring.span_perplexity(nll, with_end=True)
@@ -411,7 +425,7 @@ def task_infill(run: Run) -> dict:
             r.update(fill_stats(e, spans, to_fill, s.name))
         return r
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         r: dict = {}
         for d, cases in domains.items():
             m = measure(s, cases, generated[d])
@@ -453,8 +467,12 @@ def junk_ids(engine, adapter: str | None) -> set[int]:
     """Tokens that are not text for a reader: never-trained head rows, and every special id
     (roles, <span_end>'s tie, the tokenizer's specials; <span_end> itself, which ends a
     MAGNET span and is never part of one, and is no word in a prompted reply)."""
-    roles = engine.roles(adapter)
-    return set(engine.special_ids(roles)) | set(engine.runner.undertrained_ids) | {roles.span_end}
+    roles = engine.runner.roles(adapter)
+    return (
+        set(engine.runner.special_ids(roles))
+        | set(engine.runner.undertrained_ids)
+        | {roles.span_end}
+    )
 
 
 def fill_stats(engine, spans: list, cases: list, adapter: str | None) -> dict:
@@ -515,13 +533,13 @@ def _load_minilm(run: Run):
     if run.minilm is None:
         from sentence_transformers import SentenceTransformer
 
-        from . import assets
+        from .. import assets
 
         run.minilm = SentenceTransformer(str(assets.minilm_dir()), device="cpu")
     return run.minilm
 
 
-def _sentence_vectors(run: Run, s: System, texts: list[str]) -> tuple[np.ndarray, str]:
+def _sentence_vectors(run: Run, s: Entry, texts: list[str]) -> tuple[np.ndarray, str]:
     """Normalised sentence vectors of one system and a word on how they were pooled."""
     if s.kind == "encoder":
         vecs = _load_minilm(run).encode(texts, batch_size=64, normalize_embeddings=True)
@@ -538,7 +556,7 @@ def _sentence_vectors(run: Run, s: System, texts: list[str]) -> tuple[np.ndarray
 def task_sts(run: Run) -> dict:
     from scipy.stats import spearmanr
 
-    from .data import load_sts_b
+    from ..data import load_sts_b
 
     pairs = _seeded_subset(load_sts_b("test"), run.cfg.sizes.n_sts, run.cfg.seed, "sts")
     texts = list(dict.fromkeys(t for p in pairs for t in (p.sentence1, p.sentence2)))
@@ -547,7 +565,7 @@ def task_sts(run: Run) -> dict:
     i2 = [index[p.sentence2] for p in pairs]
     gold = [p.score for p in pairs]
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         vecs, pooling = _sentence_vectors(run, s, texts)
         cos = np.sum(vecs[i1] * vecs[i2], axis=1)  # both normalised: cosine
         return {"spearman": 100 * float(spearmanr(cos, gold).statistic), "pooling": pooling}
@@ -556,13 +574,13 @@ def task_sts(run: Run) -> dict:
 
 
 def task_retrieval(run: Run) -> dict:
+    from ..data import vital_articles
     from . import retrieval
-    from .data import vital_articles
 
     articles = vital_articles("heldout")
     rs = retrieval.retrieval_set(articles, run.cfg.sizes.n_retrieval, run.cfg.seed)
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         pooling = []
 
         def encode(texts: list[str]) -> np.ndarray:
@@ -583,11 +601,11 @@ def task_probe(run: Run) -> dict:
     train = probe.conll_subset("train", z.n_probe_train, seed)
     test = probe.conll_subset("test", z.n_probe_test, seed)
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         scores = probe.run_probe(run.engine, train, test, s.name, run.cfg.batch_size * 2)
         return {t: sc.to_dict() for t, sc in scores.items()}
 
-    def applies(s: System) -> str:
+    def applies(s: Entry) -> str:
         return "" if s.kind == "llm" else "a sentence encoder: not probed per word here"
 
     sizes = {"train_sentences": len(train), "test_sentences": len(test)}
@@ -597,7 +615,7 @@ def task_probe(run: Run) -> dict:
 def heldout_prompts(tokenizer, n: int, n_tokens: int, seed: int, passages=None) -> list[str]:
     """The first n_tokens tokens of n seeded held-out passages (that are long enough)."""
     if passages is None:
-        from .data import wikipedia_paragraphs
+        from ..data import wikipedia_paragraphs
 
         passages = wikipedia_paragraphs("heldout")
     ids = tokenizer(passages, add_special_tokens=False).input_ids
@@ -625,7 +643,7 @@ OPEN_PROMPTS = (
 
 
 def task_repetition(run: Run) -> dict:
-    from .metrics import repetition_stats
+    from ..metrics import repetition_stats
 
     e, z = run.engine, run.cfg.sizes
     passages = heldout_prompts(
@@ -637,7 +655,7 @@ def task_repetition(run: Run) -> dict:
     def mean(stats: list[dict]) -> dict:
         return {k: float(np.mean([st[k] for st in stats])) for k in stats[0]} if stats else {}
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         outs = [e.generate(p, adapter=s.name, max_new_tokens=z.max_new_tokens) for p in prompts]
         stats = [repetition_stats(o.text).to_dict() for o in outs]
         r = mean(stats)
@@ -663,7 +681,7 @@ def task_knowledge(run: Run) -> dict:
     e, z = run.engine, run.cfg.sizes
     texts = _seeded_subset(heldout_passages(run.cfg), z.n_ppl, run.cfg.seed, "ppl")
 
-    def one(s: System) -> dict:
+    def one(s: Entry) -> dict:
         nll, n = scoring.causal_nll(e, texts, s.name, z.ppl_tokens, run.cfg.batch_size)
         return {"ppl": scoring.perplexity(nll, n), "tokens": n}
 
@@ -741,7 +759,7 @@ def _cmp(a, b, ok: Callable) -> bool | None:
 def check_targets(report: dict) -> list[Target]:
     """The issue's targets, each judged on what this run measured."""
     g = _get
-    prompted = [g(report, "infill", "base", f"{k}_ppl") for k in ("zero_shot", "five_shot")]
+    prompted = [g(report, "infill", "base", f"{k}_ppl") for k, _ in PROMPTED_KEYS]
     best = min((p for p in prompted if p is not None), default=None)
     base_rep = g(report, "repetition", "base", "rep_4")
     hybrid = g(report, "infill", "magnet", "hybrid_ppl")
@@ -841,7 +859,7 @@ def _fill_targets(report: dict, domain: str) -> list[Target]:
             _cmp(g(report, "infill", "magnet", *at, "junk_share"), 0.0, lambda m, t: m == t),
         ),
     ]
-    for key, name in (("zero_shot", "zero-shot"), ("five_shot", "five-shot")):
+    for key, name in PROMPTED_KEYS:
         fills = (*at, f"{key}_fills")
         out += [
             Target(
@@ -887,7 +905,7 @@ INFILL_ROWS = [
     *FILL_ROWS,
     *(
         row
-        for key, name in (("zero_shot", "zero-shot"), ("five_shot", "five-shot"))
+        for key, name in PROMPTED_KEYS
         for row in (
             (
                 f"prompted {name} replies that ended before the cap (stop token or line break)",
@@ -1031,10 +1049,10 @@ def _json_default(o):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .settings import add_model_args
+    from ..settings import add_model_args
 
     p = argparse.ArgumentParser(
-        prog="python -m magnet_model.evaluate",
+        prog="python -m magnet_model.evaluation.evaluate",
         description="Evaluate base / llm2vec / magnet (and all-MiniLM-L6-v2) with the paper's "
         "protocols; writes results.md and results.json.",
     )
@@ -1083,8 +1101,8 @@ def main(argv: list[str] | None = None, engine=None) -> int:
     try:
         cfg = config_from_args(args)
         if engine is None:
-            from .engine import Engine
-            from .settings import ModelSpec
+            from ..inference.engine import Engine
+            from ..settings import ModelSpec
 
             # --threads is a model flag: the loader applies it, after (and over) MAGNET_THREADS
             engine = Engine.from_spec(ModelSpec.from_args(args))
@@ -1093,7 +1111,7 @@ def main(argv: list[str] | None = None, engine=None) -> int:
         engine.config.stop_at_right_context = args.stop_at_right_context
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(
-            engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluate", *given])
+            engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluation.evaluate", *given])
         )
         md, js = write_outputs(report, cfg.output)
     except MagnetError as e:

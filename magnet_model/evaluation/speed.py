@@ -1,4 +1,5 @@
-"""A rough speed check of the engine: `python -m magnet_model.speed` (one run, not a benchmark).
+"""A rough speed check of the engine: `python -m magnet_model.evaluation.speed` (one run, not a
+benchmark).
 
 Prints infill and continuation tokens/s and embedding sentences/s on built-in data."""
 
@@ -8,8 +9,8 @@ import time
 
 import torch
 
-from .engine import Engine
-from .settings import ModelSpec
+from ..inference.engine import Engine
+from ..settings import ModelSpec
 
 
 def speed_check(engine: Engine, adapter: str | None, sentences: int = 256) -> dict[str, float]:
@@ -17,7 +18,7 @@ def speed_check(engine: Engine, adapter: str | None, sentences: int = 256) -> di
 
     Infill: a ~256-token Wikipedia context, one blank filled with a fixed 32-token span.
     """
-    from .data import load_sts_b, wikipedia_paragraphs
+    from ..data import load_sts_b, wikipedia_paragraphs
 
     words = " ".join(wikipedia_paragraphs("heldout")[:3]).split()
     context = " ".join(words[:100]) + " [blank] " + " ".join(words[100:200])
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
     import json
 
-    from .settings import add_model_args
+    from ..settings import add_model_args
 
     parser = argparse.ArgumentParser(description="Rough speed check of the inference engine.")
     add_model_args(parser)
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     engine = Engine.from_spec(ModelSpec.from_args(args))
     report = speed_check(engine, args.adapter, args.sentences)
-    report.update(device=str(engine.device), dtype=str(engine.dtype))
+    report.update(device=str(engine.runner.device), dtype=str(engine.runner.dtype))
     report["threads"] = torch.get_num_threads()
     print(json.dumps(report, indent=2))
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import InputError, InputTooLongError
+from ..layout import HybridSequence, build_hybrid
+from ..masks import additive, allowed_mask, hybrid_step_see
+from ..span_end import SpanEnd
+from ..tokens import TokenRoles
 from .batching import Feed, Lane
 from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks, strip_gaps
-from .errors import InputError, InputTooLongError
-from .layout import HybridSequence, build_hybrid
-from .masks import additive, allowed_mask, hybrid_step_see
 from .runner import Runner
 from .sampling import Sampling
-from .span_end import SpanEnd
-from .tokens import TokenRoles
 
 # A span stops when its last tokens repeat the first tokens of the text after its blank: it
 # has run into the right context. This many tokens (or the whole right piece, if shorter).

@@ -1,6 +1,6 @@
 """Fit the calibration bias of an adapter's <span_end> logit on its own training views.
 
-    python -m magnet_model.calibrate --adapter adapters/magnet [--texts 128] [--write]
+    python -m magnet_model.evaluation.calibrate --adapter adapters/magnet [--texts 128] [--write]
 
 The views are rebuilt exactly as the trainer built them (its corpus, sampler, seed and view
 settings, read from the adapter's magnet_config.json), so nothing held out for evaluation is
@@ -25,23 +25,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .adapter_meta import META_FILE, load_meta, save_meta
-from .errors import ConfigError, MagnetError
-from .layout import IGNORE
-from .masks import additive, allowed_mask
-from .settings import ModelSpec, add_model_args
-from .span_end import SpanEnd
-from .tokens import word_edges, word_start_table
+from ..adapter_meta import META_FILE, load_meta, save_meta
+from ..errors import ConfigError, MagnetError
+from ..layout import IGNORE
+from ..masks import additive, allowed_mask
+from ..settings import ModelSpec, add_model_args
+from ..span_end import SpanEnd
+from ..tokens import word_edges, word_start_table
 
 ADAPTER = "calibrated"
-COMMAND = "python -m magnet_model.calibrate"
+COMMAND = "python -m magnet_model.evaluation.calibrate"
 
 
 def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
     """(MaskedExample, draw) for n_texts texts of the adapter's training run, drawn by its
     sampler at its last steps, with the view RNG the trainer used for those draws."""
-    from .train import Sampler, load_corpus, recorded_config
-    from .views import masked_example, replacement_vocab
+    from ..training.train import Sampler, load_corpus, recorded_config
+    from ..training.views import masked_example, replacement_vocab
 
     cfg = recorded_config(record)
     tok = engine.tokenizer
@@ -51,7 +51,7 @@ def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
             f"The corpus rebuilt here has {len(examples)} texts, the adapter's record says "
             f"{record['n_texts']}: it cannot be the one the adapter was trained on."
         )
-    roles, bos = engine.roles(adapter), engine.bos(adapter)
+    roles, bos = engine.runner.roles(adapter), engine.runner.bos(adapter)
     sampler = Sampler(len(examples), cfg.seed)
     vocab = replacement_vocab(len(tok), roles, set(tok.all_special_ids))
     view = cfg.view
@@ -80,18 +80,19 @@ def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
 def span_logits(engine, adapter: str, views: list, span_end: SpanEnd) -> tuple:
     """(end logit, log-sum-exp of every other token, the target's logit, is the target the
     end) at every MSG target of the views, logits read through span_end (no bias)."""
+    runner = engine.runner
     end = span_end.token
     unbiased = SpanEnd(end, span_end.tie)
     z_end, z_rest, z_target, is_end = [], [], [], []
     for ex, _ in views:
-        ids = engine.tensor([ex.input_ids])
-        seg = engine.tensor([ex.segments])
-        mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), engine.dtype)
+        ids = runner.tensor([ex.input_ids])
+        seg = runner.tensor([ex.segments])
+        mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)
         labels = torch.tensor(ex.msg_labels)
         sel = (labels != IGNORE).nonzero().flatten()
-        with engine.using(adapter):
-            h = engine.hidden_states(ids, mask, engine.tensor([ex.position_ids]))[0]
-            logits = unbiased.apply(engine.logits(h[sel.to(h.device)]).float().cpu())
+        with runner.using(adapter):
+            h = runner.hidden_states(ids, mask, runner.tensor([ex.position_ids]))[0]
+            logits = unbiased.apply(runner.logits(h[sel.to(h.device)]).float().cpu())
         y = labels[sel]
         rest = logits.clone()
         rest[:, end] = float("-inf")
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{folder} has no {META_FILE}: not a MAGNET adapter.")
         if not meta.training:
             raise ConfigError(f"{folder}/{META_FILE} records no training run to rebuild.")
-        from .engine import Engine
+        from ..inference.engine import Engine
 
         args.adapters = f"{ADAPTER}={folder}"
         engine = Engine.from_spec(ModelSpec.from_args(args))

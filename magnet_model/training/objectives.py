@@ -15,12 +15,11 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from .errors import ConfigError
-from .layout import IGNORE
-from .masks import build_mask, position_ids_for
+from ..errors import ConfigError
+from ..layout import IGNORE
+from ..masks import build_mask, position_ids_for
+from ..pooling import pool
 from .views import MaskedBatch, SentenceBatch
-
-POOLINGS = ("last", "mean")
 
 
 def decoder_parts(model) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -115,18 +114,6 @@ def masked_view_losses(
     return losses
 
 
-def pool(hidden: torch.Tensor, pool_mask: torch.Tensor, pooling: str = "last") -> torch.Tensor:
-    """'last': state of the last pooled token (<sentence_end>); 'mean': average of pooled ones."""
-    if pooling == "last":
-        index = torch.arange(pool_mask.shape[1], device=pool_mask.device)
-        last = (pool_mask.long() * index).argmax(dim=1)
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-    if pooling == "mean":
-        m = pool_mask.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
-    raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
-
-
 def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
     """SimCSE's loss: each x must pick its own x+ among the batch's positives."""
     z1 = F.normalize(z1.float(), dim=-1)
@@ -182,16 +169,3 @@ def attention_dropout(model, p: float):
     finally:
         for m, value in zip(modules, saved, strict=True):
             m.attention_dropout = value
-
-
-def pool_spans(hidden: torch.Tensor, spans: list[tuple[int, int, int]], pooling: str = "last"):
-    """pool() for sentences packed side by side in rows: spans (row, start, end) mark each
-    sentence's pooled columns. The same rule as pool (last pooled token, or their mean), one
-    vector per span, without a (sentences, width, hidden) copy of the states."""
-    if pooling == "last":
-        rows = torch.tensor([r for r, _, _ in spans], device=hidden.device)
-        cols = torch.tensor([e - 1 for *_, e in spans], device=hidden.device)
-        return hidden[rows, cols]
-    if pooling == "mean":
-        return torch.stack([hidden[r, a:e].mean(0) for r, a, e in spans])
-    raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
+from ..settings import DECODES
 from .batching import Feed, Forward, Lane, advance, start_lanes, step_inputs
-from .settings import DECODES
 
 log = logging.getLogger(__name__)
 

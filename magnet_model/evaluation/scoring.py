@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import prompts
-from .layout import IGNORE, build_hybrid
-from .masks import additive, allowed_mask, position_ids_for
-from .tokens import word_edges, word_start_table
+from .. import prompts
+from ..layout import IGNORE, build_hybrid
+from ..masks import additive, allowed_mask, position_ids_for
+from ..tokens import word_edges, word_start_table
 
 LOGIT_CHUNK = 1024  # positions per LM-head call (49k-vocabulary logits are large)
 
@@ -189,6 +189,7 @@ def row_scores(
     Only labelled positions go through the LM head; read (if given) turns their logits into
     the ones decoding uses (span_end.SpanEnd.apply) before the score.
     """
+    runner = engine.runner
     read = read or (lambda logits: logits)
     out: list[np.ndarray] = [np.zeros(0)] * len(rows)
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
@@ -196,25 +197,25 @@ def row_scores(
     for at in range(0, len(order), batch_size):
         batch = [rows[i] for i in order[at : at + batch_size]]
         width = max(len(r.ids) for r in batch)
-        ids = engine.tensor(_pad([r.ids for r in batch], pad, width))
-        real = engine.tensor(_pad([[1] * len(r.ids) for r in batch], 0, width))
-        labels = engine.tensor(_pad([r.labels for r in batch], IGNORE, width))
+        ids = runner.tensor(_pad([r.ids for r in batch], pad, width))
+        real = runner.tensor(_pad([[1] * len(r.ids) for r in batch], 0, width))
+        labels = runner.tensor(_pad([r.labels for r in batch], IGNORE, width))
         seg = None
         if mode == "hybrid":
-            seg = engine.tensor(_pad([r.segments for r in batch], 0, width))
+            seg = runner.tensor(_pad([r.segments for r in batch], 0, width))
         if all(r.positions is not None for r in batch):
-            pos = engine.tensor(_pad([r.positions for r in batch], 0, width))
+            pos = runner.tensor(_pad([r.positions for r in batch], 0, width))
         else:
             pos = position_ids_for(real)
-        mask = additive(allowed_mask(mode, real, seg), engine.dtype)
-        with engine.using(adapter):
-            h = engine.hidden_states(ids, mask, pos)
+        mask = additive(allowed_mask(mode, real, seg), runner.dtype)
+        with runner.using(adapter):
+            h = runner.hidden_states(ids, mask, pos)
             sel = labels != IGNORE
             hs, ys = h[sel], labels[sel]
             scores = torch.cat(
                 [
                     score(
-                        read(engine.logits(hs[i : i + LOGIT_CHUNK]).float()),
+                        read(runner.logits(hs[i : i + LOGIT_CHUNK]).float()),
                         ys[i : i + LOGIT_CHUNK],
                     )
                     for i in range(0, len(ys), LOGIT_CHUNK)
@@ -235,12 +236,13 @@ def hybrid_span_nll(
     """MAGNET: the true span after <span_start>, reading left AND right context (one forward);
     <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration), and
     log p(<span_end>) kept at every span position (SpanNLL.end_logp)."""
-    roles, bos = engine.roles(adapter), engine.bos(adapter)
+    runner = engine.runner
+    roles, bos = runner.roles(adapter), runner.bos(adapter)
     rows = []
     for c in cases:
         seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True)
         rows.append(Row(seq.input_ids, seq.labels, seq.segments, seq.position_ids))
-    span_end = engine.runner.span_end(adapter)
+    span_end = runner.span_end(adapter)
     end = span_end.token
 
     def nll_and_end(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .errors import EmptyInputError, InputError
-from .masks import additive, allowed_mask, packed_allowed
-from .objectives import POOLINGS, pool_spans
+from ..errors import EmptyInputError, InputError
+from ..masks import additive, allowed_mask, packed_allowed
+from ..pooling import POOLINGS, pool_spans
 from .runner import Runner
 
 

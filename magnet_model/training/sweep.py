@@ -1,15 +1,15 @@
-"""python -m magnet_model.sweep CONFIG.json --minutes N: train K configurations side by side on
-one device within a time budget, evaluate each adapter, and write one comparison table.
+"""python -m magnet_model.training.sweep CONFIG.json --minutes N: train K configurations side by
+side on one device within a time budget, evaluate each adapter, and write one comparison table.
 
 1. Probe: every configuration trains a few steps of each stage, all K at once (as they will
    run), to time a step and the start-up (loading the model and the corpus).
 2. Plan: the budget less the probe's time and a fixed share for evaluation is what the
    trainings get; each configuration's step count is what fits in it at its probed step time
    (split between the stages by `stage2_share`); `--max-minutes` bounds each run as well.
-3. Train: one `python -m magnet_model.train` subprocess per configuration, all at once, each
-   with its log (OUTPUT/logs/NAME.train.log); progress is printed every few seconds.
-4. Evaluate: one `python -m magnet_model.evaluate` subprocess per adapter, all at once, with
-   the configuration's evaluator flags and --device passed through (OUTPUT/NAME/eval).
+3. Train: one `python -m magnet_model.training.train` subprocess per configuration, all at
+   once, each with its log (OUTPUT/logs/NAME.train.log); progress is printed every few seconds.
+4. Evaluate: one `python -m magnet_model.evaluation.evaluate` subprocess per adapter, all at
+   once, with the configuration's evaluator flags and --device passed through (OUTPUT/NAME/eval).
 5. Write OUTPUT/sweep.md and OUTPUT/sweep.json: one row per configuration with the evaluator's
    numbers (– where a task was not run), steps trained, seconds, and the flags.
 
@@ -43,7 +43,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, MagnetError
+from ..errors import ConfigError, MagnetError
 
 LOG_FILE = "train_log.jsonl"  # what the trainer writes per step (train.LOG_FILE)
 # flags the sweep sets itself; a configuration that sets them would undo the plan
@@ -235,7 +235,9 @@ def probe(cfg: SweepConfig, device: str, root: Path) -> dict[str, Probe]:
         args = [*cfg.model, *cfg.train, *flags, "--output", str(root / name), "--device", device]
         args += ["--stage1-steps", str(s1), "--stage2-steps", str(s2), "--no-progress"]
         args += ["--save-every", "1000000", "--overwrite"]
-        procs[name] = _start("magnet_model.train", args, root / f"{name}.log", len(cfg.configs))
+        procs[name] = _start(
+            "magnet_model.training.train", args, root / f"{name}.log", len(cfg.configs)
+        )
     codes = _wait(procs, "probe")
     wall = time.monotonic() - t0
     failed = {n: c for n, c in codes.items() if c != 0}
@@ -342,7 +344,9 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
         args = [*cfg.model, *cfg.train, *flags, "--output", str(output / name)]
         args += ["--device", device, "--stage1-steps", str(a), "--stage2-steps", str(b)]
         args += ["--max-minutes", f"{minutes_cap:.3f}", "--no-progress", "--overwrite"]
-        procs[name] = _start("magnet_model.train", args, output / "logs" / f"{name}.train.log", k)
+        procs[name] = _start(
+            "magnet_model.training.train", args, output / "logs" / f"{name}.train.log", k
+        )
 
     def progress() -> str:
         return ", ".join(f"{n} {len(_log_rows(output / n))}/{sum(plan[n])}" for n in cfg.configs)
@@ -360,7 +364,10 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
         args += ["--systems", systems, "--device", device, "--no-progress"]
         args += ["--output", str(output / name / "eval")]
         evals[name] = _start(
-            "magnet_model.evaluate", args, output / "logs" / f"{name}.eval.log", len(cfg.configs)
+            "magnet_model.evaluation.evaluate",
+            args,
+            output / "logs" / f"{name}.eval.log",
+            len(cfg.configs),
         )
     eval_codes = _wait(evals, "evaluate", lambda: "running")
 
@@ -416,7 +423,7 @@ def report_columns(report: dict | None) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m magnet_model.sweep",
+        prog="python -m magnet_model.training.sweep",
         description="Train the configurations of CONFIG.json side by side within a time budget, "
         "evaluate each adapter, write one comparison table (sweep.md, sweep.json).",
     )

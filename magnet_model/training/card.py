@@ -1,4 +1,5 @@
-"""`python -m magnet_model.card ADAPTER_DIR`: a model card and loss curves for a trained adapter.
+"""`python -m magnet_model.training.card ADAPTER_DIR`: a model card and loss curves for a trained
+adapter.
 
 Everything in the card is read from what the trainer wrote (adapter_config.json,
 magnet_config.json and train_log.jsonl) or recomputed from it: the tokens seen are counted by
@@ -18,12 +19,12 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from .adapter_meta import load_meta
-from .errors import MagnetError, ModelLoadError
-from .hardware import describe, one_line
-from .loading import is_hub_id, load_base
-from .role_rows import ROLE_ROWS_FILE
-from .settings import EMBEDDED, ModelSpec, add_model_args
+from ..adapter_meta import load_meta
+from ..errors import MagnetError, ModelLoadError
+from ..hardware import describe, one_line
+from ..loading import is_hub_id, load_base
+from ..role_rows import ROLE_ROWS_FILE
+from ..settings import EMBEDDED, ModelSpec, add_model_args
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
 from .train import recorded_config as train_config
 
@@ -210,7 +211,7 @@ def render_card(
         "",
         f"# {adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}",
         "",
-        "Written by `python -m magnet_model.card` from the trainer's own records.",
+        "Written by `python -m magnet_model.training.card` from the trainer's own records.",
         "",
         "| | |",
         "|---|---|",
@@ -253,7 +254,7 @@ def _calibration(c: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("adapter", help="adapter directory written by magnet_model.train")
+    parser.add_argument("adapter", help="adapter directory written by magnet_model.training.train")
     parser.add_argument("--command", required=True, help="the exact training command")
     parser.add_argument("--hardware", help="where it trained (default: this machine)")
     add_model_args(parser)  # the base the adapter was trained on (its tokenizer replays the data)

@@ -1,7 +1,8 @@
-"""`python -m magnet_model.publish ADAPTER REPO_ID`: push a trained adapter to the Hugging Face Hub.
+"""`python -m magnet_model.training.publish ADAPTER REPO_ID`: push a trained adapter to the Hugging
+Face Hub.
 
-The folder goes up as the trainer and `python -m magnet_model.card` left it (the PEFT files,
-magnet_config.json, the card README.md with its loss curves, train_log.jsonl), without the
+The folder goes up as the trainer and `python -m magnet_model.training.card` left it (the PEFT
+files, magnet_config.json, the card README.md with its loss curves, train_log.jsonl), without the
 trainer's checkpoints, through huggingface_hub's `upload_folder`. Then a Space names it in
 MAGNET_ADAPTERS (`magnet=REPO_ID`). An adapter without its card or magnet_config.json is
 refused: the card tells a reader what it is, magnet_config.json tells the app how to run it.
@@ -15,16 +16,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .adapter_meta import META_FILE
-from .errors import ConfigError, MagnetError
+from ..adapter_meta import META_FILE
+from ..errors import ConfigError, MagnetError
 
 CARD = "README.md"
 # what an adapter must have, and the command that writes it
 REQUIRED = {
-    "adapter_config.json": "python -m magnet_model.train",
-    "adapter_model.safetensors": "python -m magnet_model.train",
-    META_FILE: "python -m magnet_model.train",
-    CARD: "python -m magnet_model.card ADAPTER",
+    "adapter_config.json": "python -m magnet_model.training.train",
+    "adapter_model.safetensors": "python -m magnet_model.training.train",
+    META_FILE: "python -m magnet_model.training.train",
+    CARD: "python -m magnet_model.training.card ADAPTER",
 }
 IGNORE = ["checkpoints", "checkpoints/*", "**/checkpoints/**", "*.tmp", "**/__pycache__/**"]
 
@@ -112,10 +113,12 @@ def _size(n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m magnet_model.publish",
+        prog="python -m magnet_model.training.publish",
         description="Upload a trained adapter folder (with its card) to the Hugging Face Hub.",
     )
-    parser.add_argument("adapter", help="adapter folder written by magnet_model.train and .card")
+    parser.add_argument(
+        "adapter", help="adapter folder written by magnet_model.training.train and .card"
+    )
     parser.add_argument("repo_id", help="Hub model repository, owner/name")
     parser.add_argument("--private", action="store_true", help="create the repository private")
     parser.add_argument("--message", help="commit message")

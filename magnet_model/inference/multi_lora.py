@@ -22,7 +22,7 @@ import torch
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 PEFT_TESTED = SpecifierSet(">=0.21,<0.22")  # the versions whose internals this file matches
 _LAYER_ATTRS = ("lora_A", "lora_B", "scaling", "r", "base_layer", "merged", "disable_adapters")
@@ -43,7 +43,7 @@ def check_peft(lora_model=None, layer=None) -> None:
         if not _checked[version]:
             warnings.warn(
                 f"peft {version} is not the tested version ({PEFT_TESTED}); batches mixing "
-                "adapters use its internals (magnet_model/multi_lora.py): compare their "
+                "adapters use its internals (magnet_model/inference/multi_lora.py): compare their "
                 "outputs with single-adapter calls (tests/test_batching.py) first.",
                 stacklevel=3,
             )

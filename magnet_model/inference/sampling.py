@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 
 
 @dataclass
