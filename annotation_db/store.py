@@ -480,7 +480,7 @@ class AnnotationStore:
                 a.preferred_output_id = labels[pref] if pref not in (TIE, ALL_BAD) else None
             item = s.get(Item, a.item_id)
             if item is not None and item.is_gold:
-                a.gold_passed = _gold_passed(s, a, labels, per_output, pref)
+                a.gold_passed = _gold_passed(s, a, qs, labels, per_output, pref)
             s.flush()
             return _receipt(s, a, rater, duplicate=False)
 
@@ -701,12 +701,14 @@ def _stored_submission(
 def _gold_passed(
     s: Session,
     a: Assignment,
+    qs: Sequence[Question],
     labels: Mapping[str, int],
     per_output: Mapping[str, Mapping[str, Any]],
     pref: str | None,
 ) -> bool:
-    """Failed when the corrupted fill is judged appropriate, preferred, or scored above the
-    original on any Likert question. Rejecting the original alone is not counted as failure."""
+    """Failed when the corrupted fill is preferred, or a per-output answer about it betrays it
+    (each question says how: judged appropriate, scored above the original on a Likert
+    question). Rejecting the original alone is not counted as failure."""
     role = {o.id: o.gold_role for o in s.scalars(select(Output).where(Output.item_id == a.item_id))}
     original = next(lab for lab, oid in labels.items() if role[oid] == "original")
     orig = per_output.get(original, {})
@@ -714,10 +716,10 @@ def _gold_passed(
         if role[oid] != "corrupted":
             continue
         corr = per_output.get(lab, {})
-        if corr.get("appropriate") is True or pref == lab:
+        if pref == lab:
             return False
-        for k, v in corr.items():
-            if k != "appropriate" and isinstance(v, int) and v > orig.get(k, v):
+        for q in qs:
+            if q.per_output and q.betrays_corrupted(corr.get(q.name), orig.get(q.name)):
                 return False
     return True
 
