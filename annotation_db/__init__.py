@@ -14,7 +14,7 @@ Layout: each module imports only modules listed above it, so there is no import 
     errors, settings, questions, views, schema   typed errors, MAGNET_DB_* settings, question
                                                  specs, rater/admin dataclasses, the tables
     migrate, migrations/                         Alembic revisions, run when a store opens
-    engine                                       engines, one unit of work per call, retries
+    database                                     Database: the engine, a unit of work per call
     validate                                     checks and limits on what callers send (pure)
     queries                                      shared reads: study, progress, token lookup
     stats, planner, gold, fills                  pure: Wilson, bootstrap, Bradley-Terry,
@@ -23,7 +23,8 @@ Layout: each module imports only modules listed above it, so there is no import 
     results                                      load_study (SQL) + summarize (pure statistics)
     io                                           CSV/JSONL import (the package's one reader),
                                                  export_rows(session, study), export writers
-    backup                                       SQLite online backup
+    rows, backup, arena                          item and output rows; SQLite online backup;
+                                                 blind votes (written through store.write)
     store                                        AnnotationStore: the API, one transaction each
     drafts, simulate, report                     built on the store: studies generated in
                                                  steps, simulated raters, the HTML report

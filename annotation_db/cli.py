@@ -1,6 +1,6 @@
 """``python -m annotation_db``: run a study without the app (backup, export, import, results).
 
-The database comes from ``--db URL`` or ``--db-path FILE``, else ``MAGNET_DB_URL`` /
+The database comes from ``--db-url URL`` or ``--db-path FILE``, else ``MAGNET_DB_URL`` /
 ``MAGNET_DB_PATH`` (see settings). Errors print one line and exit with status 2.
 """
 
@@ -21,7 +21,8 @@ from .store import AnnotationStore
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m annotation_db", description=__doc__)
-    p.add_argument("--db", help="SQLAlchemy URL (default: MAGNET_DB_URL)")
+    p.add_argument("--db-url", help="SQLAlchemy URL (default: MAGNET_DB_URL)")
+    p.add_argument("--db", dest="db_url", help=argparse.SUPPRESS)  # the old spelling
     p.add_argument("--db-path", help="SQLite file (default: MAGNET_DB_PATH)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{n} items x {args.raters_per_item} raters: power {pw:.0%}")
             print(json.dumps(plan.to_dict(), indent=2))
             return 0
-        store = AnnotationStore(settings=DBSettings.from_env(url=args.db, path=args.db_path))
+        store = AnnotationStore(settings=DBSettings.from_env(url=args.db_url, path=args.db_path))
         with store:
             return _run(store, args)
     except AnnotationError as e:

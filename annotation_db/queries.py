@@ -80,7 +80,7 @@ def get_study(s: Session, name: str) -> Study:
 
 
 def questions_of(study: Study) -> list[Question]:
-    return [Question(**q) for q in study.questions]
+    return [Question.from_dict(q, check=False) for q in study.questions]
 
 
 def study_info(s: Session, study: Study) -> StudyInfo:

@@ -1,31 +1,40 @@
-"""Question types a study can ask, and validation of the answers a rater sends.
+"""Question kinds a study can ask: one class per kind, each knowing its own rules.
 
-Per output: ``appropriate`` (yes/no, the paper's question) and ``likert`` (1-5 by default).
-Per item: ``preference`` (best of the N outputs shown together; pairwise when N = 2) and
-``comment`` (optional free text).
+Per output: ``Appropriate`` (yes/no, the paper's question) and ``Likert`` (1-5 by default).
+Per item: ``Preference`` (best of the N outputs shown together; pairwise when N = 2) and
+``Comment`` (optional free text).
+
+A kind knows how to check its definition and an answer, its agreement level (what
+Krippendorff's alpha is computed at), how an attention check judges its answer, what a person
+picks from (``choices``; the app maps them to a widget) and its words for people. A study
+stores its questions as ``to_dict()`` (the ``kind`` key names the class), so adding a kind is
+one class here, registered by its ``KIND`` name.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 from .errors import InvalidInputError
 
-KINDS = ("appropriate", "likert", "preference", "comment")
-PER_OUTPUT = ("appropriate", "likert")
 TIE = "tie"
 ALL_BAD = "all_bad"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_REGISTRY: dict[str, type[Question]] = {}
 
 
 @dataclass(frozen=True)
 class Question:
-    """One question of a study. ``name`` is the key of the answer in exports."""
+    """One question of a study. ``name`` is the key of the answer in exports.
 
-    kind: str
+    ``kind`` is not an argument: it is the class's ``KIND``, kept as a field so that
+    ``to_dict()``/``asdict`` give the same dict a study has always stored.
+    """
+
+    kind: str = field(init=False)
     name: str
     prompt: str
     scale_min: int = 1
@@ -36,35 +45,218 @@ class Question:
     allow_all_bad: bool = True
     required: bool = True
 
-    @property
-    def per_output(self) -> bool:
-        return self.kind in PER_OUTPUT
+    KIND: ClassVar[str] = ""
+    per_output: ClassVar[bool] = False  # answered for each output shown, else once per item
+    # Krippendorff's alpha level of its answers; None: no agreement is computed.
+    agreement_level: ClassVar[str | None] = None
+    one_per_study: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.KIND:
+            _REGISTRY[cls.KIND] = cls
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", self.KIND)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Question:
+    @staticmethod
+    def from_dict(d: Mapping[str, Any], *, check: bool = True) -> Question:
+        """The question a stored dict describes, as an object of its kind's class."""
+        d = dict(d)
+        kind = d.pop("kind", None)
+        cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise InvalidInputError(f"question kind {kind!r} is not one of {kinds()}")
         try:
-            q = cls(**dict(d))
+            q = cls(**d)
         except TypeError as e:
-            raise InvalidInputError(f"bad question {dict(d)!r}: {e}") from e
-        q.check()
+            raise InvalidInputError(f"bad question {dict(d, kind=kind)!r}: {e}") from e
+        if check:
+            q.check()
         return q
 
+    @classmethod
+    def from_spec(cls, name: str) -> Question:
+        """The question a short spec ``KIND[:NAME]`` asks (the Admin form's and the CLI's)."""
+        raise NotImplementedError
+
     def check(self) -> None:
-        if self.kind not in KINDS:
-            raise InvalidInputError(f"question kind {self.kind!r} is not one of {KINDS}")
+        """Raise ``InvalidInputError`` when the definition is not one a study can ask."""
         if not _NAME.match(self.name):
             raise InvalidInputError(
                 f"question name {self.name!r} must be lower-case letters, digits, '_' (<= 40)"
             )
-        if self.kind == "likert" and not (self.scale_min < self.scale_max):
+
+    # ----------------------------------------------------------- words and widgets
+
+    @property
+    def label(self) -> str:
+        """The question's heading for people (the app's widget label)."""
+        return self.prompt
+
+    @property
+    def missing_label(self) -> str:
+        """How a sentence names this question when it is not answered yet."""
+        return self.name.replace("_", " ")
+
+    def choices(self, labels: Sequence[str] = ()) -> list[str] | None:
+        """What a person picks from (None: free text); ``labels``: the outputs shown."""
+        return None
+
+    def from_choice(self, picked: str | None) -> Any:
+        """The answer a picked choice stands for (None: not answered)."""
+        return picked
+
+    # ----------------------------------------------------------- answers
+
+    def normalize(self, value: Any, label: str) -> Any:
+        """A per-output answer in its stored form, or ``InvalidInputError``."""
+        raise NotImplementedError(f"{type(self).__name__} is not asked per output")
+
+    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
+        """Whether an attention check is failed by this answer about the corrupted output
+        (``original``: the same rater's answer about the original, None if not given)."""
+        return False
+
+
+class Appropriate(Question):
+    """Yes/no per output: is the filled-in text contextually appropriate?"""
+
+    KIND = "appropriate"
+    per_output = True
+    agreement_level = "nominal"
+
+    @classmethod
+    def from_spec(cls, name: str) -> Appropriate:
+        return appropriate()
+
+    @property
+    def missing_label(self) -> str:
+        return "appropriate?"
+
+    def choices(self, labels: Sequence[str] = ()) -> list[str]:
+        return ["Yes", "No"]
+
+    def from_choice(self, picked: str | None) -> bool | None:
+        return None if picked is None else picked == "Yes"
+
+    def normalize(self, value: Any, label: str) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("yes", "no"):
+            return value.strip().lower() == "yes"
+        raise InvalidInputError(
+            f"output {label}: 'appropriate' must be yes/no (a bool), got {value!r}"
+        )
+
+    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
+        return corrupted is True
+
+
+class Likert(Question):
+    """A whole number on a scale per output (1-5 by default)."""
+
+    KIND = "likert"
+    per_output = True
+    agreement_level = "ordinal"
+    one_per_study = False
+
+    @classmethod
+    def from_spec(cls, name: str) -> Likert:
+        name = name or "quality"
+        return likert(name, _LIKERT_PROMPTS.get(name, f"Rate the {name} of the filled-in text."))
+
+    def check(self) -> None:
+        super().check()
+        if not (self.scale_min < self.scale_max):
             raise InvalidInputError(f"Likert {self.name!r}: scale_min must be below scale_max")
 
+    @property
+    def label(self) -> str:
+        return f"{self.prompt} ({self.scale_min}-{self.scale_max})"
 
-def appropriate(prompt: str = "Is the filled-in text contextually appropriate?") -> Question:
-    return Question("appropriate", "appropriate", prompt)
+    def choices(self, labels: Sequence[str] = ()) -> list[str]:
+        return [str(v) for v in range(self.scale_min, self.scale_max + 1)]
+
+    def from_choice(self, picked: str | None) -> int | None:
+        return None if picked is None else int(picked)
+
+    def normalize(self, value: Any, label: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise InvalidInputError(
+                f"output {label}: {self.name} must be a whole number, got {value!r}"
+            )
+        if not self.scale_min <= int(value) <= self.scale_max:
+            raise InvalidInputError(
+                f"output {label}: {self.name} must be between {self.scale_min} and "
+                f"{self.scale_max}, got {value}"
+            )
+        return int(value)
+
+    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
+        """Scored above the original (when the original was scored)."""
+        if not isinstance(corrupted, int):
+            return False
+        return corrupted > (corrupted if original is None else original)
+
+
+class Preference(Question):
+    """Once per item: the best of the outputs shown, ``"tie"`` or ``"all_bad"``."""
+
+    KIND = "preference"
+    agreement_level = "nominal"
+
+    @classmethod
+    def from_spec(cls, name: str) -> Preference:
+        return preference()
+
+    @property
+    def missing_label(self) -> str:
+        return "which output is best"
+
+    def choices(self, labels: Sequence[str] = ()) -> list[str]:
+        return [*labels] + [TIE] * self.allow_tie + [ALL_BAD] * self.allow_all_bad
+
+    def check_choice(self, pref: Any, labels: Sequence[str]) -> str:
+        """The rater's pick, if it is one of ``choices(labels)``."""
+        allowed = self.choices(labels)
+        if pref not in allowed:
+            if pref is None:
+                raise InvalidInputError(f"choose one of {allowed}")
+            raise InvalidInputError(f"preference must be one of {allowed}, got {pref!r}")
+        return pref
+
+
+class Comment(Question):
+    """Once per item: free text, optional unless ``required``."""
+
+    KIND = "comment"
+
+    @classmethod
+    def from_spec(cls, name: str) -> Comment:
+        return comment()
+
+    def check_comment(self, text: str | None) -> str | None:
+        if self.required and not text:
+            raise InvalidInputError("a comment is required for this study")
+        return text
+
+
+def kinds() -> tuple[str, ...]:
+    """The kind names a stored question may have, in the order they were defined."""
+    return tuple(_REGISTRY)
+
+
+def first(questions: Sequence[Question], kind: type[Question]) -> Any:
+    """The study's question of that class (None if it asks none)."""
+    return next((q for q in questions if isinstance(q, kind)), None)
+
+
+def appropriate(prompt: str = "Is the filled-in text contextually appropriate?") -> Appropriate:
+    return Appropriate("appropriate", prompt)
 
 
 def likert(
@@ -75,8 +267,8 @@ def likert(
     scale_max: int = 5,
     min_label: str = "",
     max_label: str = "",
-) -> Question:
-    q = Question("likert", name, prompt, scale_min, scale_max, min_label, max_label)
+) -> Likert:
+    q = Likert(name, prompt, scale_min, scale_max, min_label, max_label)
     q.check()
     return q
 
@@ -86,17 +278,19 @@ def preference(
     *,
     allow_tie: bool = True,
     allow_all_bad: bool = True,
-) -> Question:
-    return Question(
-        "preference", "preference", prompt, allow_tie=allow_tie, allow_all_bad=allow_all_bad
-    )
+) -> Preference:
+    return Preference("preference", prompt, allow_tie=allow_tie, allow_all_bad=allow_all_bad)
 
 
-def comment(prompt: str = "Comment (optional)", *, required: bool = False) -> Question:
-    return Question("comment", "comment", prompt, required=required)
+def comment(prompt: str = "Comment (optional)", *, required: bool = False) -> Comment:
+    return Comment("comment", prompt, required=required)
 
 
 DEFAULT_QUESTIONS: tuple[Question, ...] = (appropriate(),)
+_LIKERT_PROMPTS = {
+    "fluency": "How fluent is the filled-in text?",
+    "coherence": "How well does the filled-in text fit the text on its right?",
+}
 
 
 def parse_questions(questions: Sequence[Question | Mapping[str, Any] | str]) -> list[Question]:
@@ -104,6 +298,8 @@ def parse_questions(questions: Sequence[Question | Mapping[str, Any] | str]) -> 
     out: list[Question] = []
     for q in questions:
         if isinstance(q, Question):
+            if type(q) not in _REGISTRY.values():
+                raise InvalidInputError(f"question kind {q.kind!r} is not one of {kinds()}")
             q.check()
             out.append(q)
         elif isinstance(q, Mapping):
@@ -117,30 +313,20 @@ def parse_questions(questions: Sequence[Question | Mapping[str, Any] | str]) -> 
     names = [q.name for q in out]
     if len(set(names)) != len(names):
         raise InvalidInputError(f"question names must be unique, got {names}")
-    for kind in ("appropriate", "preference", "comment"):
-        if sum(q.kind == kind for q in out) > 1:
-            raise InvalidInputError(f"at most one {kind!r} question per study")
+    for cls in _REGISTRY.values():
+        if cls.one_per_study and sum(type(q) is cls for q in out) > 1:
+            raise InvalidInputError(f"at most one {cls.KIND!r} question per study")
     return out
 
 
 def _from_spec(spec: str) -> Question:
     kind, _, name = spec.strip().partition(":")
-    if kind == "appropriate":
-        return appropriate()
-    if kind == "preference":
-        return preference()
-    if kind == "comment":
-        return comment()
-    if kind == "likert":
-        name = name or "quality"
-        prompts = {
-            "fluency": "How fluent is the filled-in text?",
-            "coherence": "How well does the filled-in text fit the text on its right?",
-        }
-        return likert(name, prompts.get(name, f"Rate the {name} of the filled-in text."))
-    raise InvalidInputError(
-        f"unknown question spec {spec!r}; use appropriate, likert:NAME, preference or comment"
-    )
+    cls = _REGISTRY.get(kind)
+    if cls is None:
+        raise InvalidInputError(
+            f"unknown question spec {spec!r}; use appropriate, likert:NAME, preference or comment"
+        )
+    return cls.from_spec(name)
 
 
 def normalize_output_answers(questions: Sequence[Question], label: str, raw: Any) -> dict[str, Any]:
@@ -160,26 +346,5 @@ def normalize_output_answers(questions: Sequence[Question], label: str, raw: Any
     for q in per_output:
         if q.name not in raw or raw[q.name] is None:
             raise InvalidInputError(f"output {label}: question {q.name!r} is not answered")
-        v = raw[q.name]
-        if q.kind == "appropriate":
-            out[q.name] = _yes_no(v, label)
-        else:
-            if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v:
-                raise InvalidInputError(
-                    f"output {label}: {q.name} must be a whole number, got {v!r}"
-                )
-            if not q.scale_min <= int(v) <= q.scale_max:
-                raise InvalidInputError(
-                    f"output {label}: {q.name} must be between {q.scale_min} and {q.scale_max},"
-                    f" got {v}"
-                )
-            out[q.name] = int(v)
+        out[q.name] = q.normalize(raw[q.name], label)
     return out
-
-
-def _yes_no(v: Any, label: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("yes", "no"):
-        return v.strip().lower() == "yes"
-    raise InvalidInputError(f"output {label}: 'appropriate' must be yes/no (a bool), got {v!r}")

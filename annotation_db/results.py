@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from .errors import InvalidInputError
 from .queries import questions_of, study_progress
-from .questions import ALL_BAD, TIE, Question
+from .questions import ALL_BAD, TIE, Appropriate, Likert, Preference, Question, first
 from .schema import ARENA_SEEN_UNBLINDED, Assignment, Item, Output, Rater, Rating, Study
 from .stats import (
     MeanCI,
@@ -380,12 +380,13 @@ def system_results(
     for name in system_names:
         rs = by_system[name]
         appr = None
-        if any(q.kind == "appropriate" for q in questions):
+        aq = first(questions, Appropriate)
+        if aq is not None:
             # The raters of one output judge the same text: one cluster per output.
             per_output: dict[int, list[bool]] = defaultdict(list)
             for r in rs:
-                if "appropriate" in r.answers:
-                    per_output[r.output_id].append(bool(r.answers["appropriate"]))
+                if aq.name in r.answers:
+                    per_output[r.output_id].append(bool(r.answers[aq.name]))
             appr = clustered_proportion(
                 [sum(v) for v in per_output.values()],
                 [len(v) for v in per_output.values()],
@@ -393,7 +394,7 @@ def system_results(
             )
         likert = {}
         for q in questions:
-            if q.kind != "likert":
+            if not isinstance(q, Likert):
                 continue
             # Cluster bootstrap by item: average the raters of each item first, so that an
             # item rated by many raters does not weigh more than the others.
@@ -503,13 +504,15 @@ def agreement(
     out_ids = sorted(outputs)
     oix = {oid: i for i, oid in enumerate(out_ids)}
     for q in questions:
-        if q.kind in ("appropriate", "likert"):
+        level = q.agreement_level
+        if level is None:
+            continue
+        if q.per_output:
             mat = np.full((len(rater_ids), len(out_ids)), np.nan)
             for r in ratings:
                 if q.name in r.answers:
                     mat[rix[r.rater_id], oix[r.output_id]] = float(r.answers[q.name])
-            level = "nominal" if q.kind == "appropriate" else "ordinal"
-        elif q.kind == "preference":
+        elif isinstance(q, Preference):
             items = sorted({a.item_id for a in judgments if a.preference is not None})
             iix = {iid: i for i, iid in enumerate(items)}
             mat = np.full((len(rater_ids), len(items)), np.nan)
@@ -522,7 +525,6 @@ def agreement(
                         else codes[a.preference]
                     )
                     mat[rix[a.rater_id], iix[a.item_id]] = v
-            level = "nominal"
         else:
             continue
         pairable = int(((~np.isnan(mat)).sum(axis=0) >= 2).sum()) if mat.size else 0

@@ -2,7 +2,7 @@
 
 ``StoreSettings`` declares them, typed, each with its default and description (pydantic-settings
 reads the environment); ``DBSettings.from_env`` resolves them in one place: an explicit
-``url``/``path`` (the CLI's ``--db``/``--db-path``) > ``MAGNET_DB_URL`` > ``MAGNET_DB_PATH`` >
+``url``/``path`` (the CLIs' ``--db-url``/``--db-path``) > ``MAGNET_DB_URL`` > ``MAGNET_DB_PATH`` >
 ``$MAGNET_DATA_DIR/annotations.sqlite3``. A bad value stops with one sentence naming the
 variable. magnet_model.settings declares the model's settings the same way; this package keeps
 its own small copy of the mechanism (``load_store_settings``) because it raises this package's
@@ -36,7 +36,7 @@ class StoreSettings(BaseSettings):
     db_url: str | None = Field(
         None,
         description="rating studies in any SQLAlchemy URL, e.g. "
-        "`postgresql+psycopg://user:pw@host/db` (wins over `MAGNET_DB_PATH`); also `--db`",
+        "`postgresql+psycopg://user:pw@host/db` (wins over `MAGNET_DB_PATH`); also `--db-url`",
     )
     db_path: Path | None = Field(
         None,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from .gold import make_gold_items
+from .questions import Preference, first
 from .results import StudyResults
 from .schema import Assignment, Item, Output, Rater, Study
 from .stats import wilson_interval
@@ -139,7 +140,7 @@ def simulate_study(
                 inv.token,
                 item.assignment_id,
                 {lab: {"appropriate": a} for lab, a in zip(labels, answers, strict=True)},
-                preference=labels[pref] if "preference" in c.questions else None,
+                preference=labels[pref] if first(item.questions, Preference) else None,
             )
         done = store.progress(name).judgments_done
     res = store.results(

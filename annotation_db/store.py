@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,8 +17,9 @@ from sqlalchemy import BigInteger, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from .arena import record_blind_vote
 from .backup import backup_sqlite
-from .engine import Database, is_sqlite
+from .database import Database, is_sqlite
 from .errors import (
     AlreadySubmittedError,
     DuplicateError,
@@ -45,10 +45,10 @@ from .queries import (
     study_items,
     study_progress,
 )
-from .questions import ALL_BAD, DEFAULT_QUESTIONS, TIE, Question, parse_questions, preference
+from .questions import ALL_BAD, DEFAULT_QUESTIONS, TIE, Question, parse_questions
 from .results import StudyResults, compute_results
+from .rows import add_items
 from .schema import (
-    ARENA_SEEN_UNBLINDED,
     ARENA_STUDY,
     Assignment,
     Item,
@@ -68,10 +68,8 @@ from .validate import (
     check_name,
     check_status,
     check_study_name,
-    check_text,
     coerce,
     normalize_submission,
-    spans,
 )
 from .views import (
     Invite,
@@ -140,6 +138,18 @@ class AnnotationStore:
     def is_sqlite(self) -> bool:
         return is_sqlite(self.db.engine)
 
+    @property
+    def location(self) -> str:
+        """Where the data lives, safe to print or log: the SQLite file's path, or the
+        database URL with its password hidden."""
+        return self.db.location
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite file of the store (e.g. to check the disk it is on); None for a
+        database server or an in-memory database."""
+        return self.db.file
+
     def write(self, fn: Callable[[Session], T], *, integrity_retries: int = 0) -> T:
         """One write transaction, for the store and the modules built on it (drafts). ``fn``
         must re-check state, so that after losing a race on a unique constraint it can be rerun
@@ -194,7 +204,7 @@ class AnnotationStore:
                 comment_max_chars=comment_max_chars,
             )
             s.add(study)
-            _add_items(s, study, items_in, outputs_in)
+            add_items(s, study, items_in, outputs_in)
             s.flush()
             return study_info(s, study)
 
@@ -480,7 +490,7 @@ class AnnotationStore:
                 a.preferred_output_id = labels[pref] if pref not in (TIE, ALL_BAD) else None
             item = s.get(Item, a.item_id)
             if item is not None and item.is_gold:
-                a.gold_passed = _gold_passed(s, a, labels, per_output, pref)
+                a.gold_passed = _gold_passed(s, a, qs, labels, per_output, pref)
             s.flush()
             return _receipt(s, a, rater, duplicate=False)
 
@@ -508,107 +518,18 @@ class AnnotationStore:
         source: str | None = None,
         seen_unblinded: bool = False,
     ) -> VoteReceipt:
-        """Store a demo visitor's blind vote between outputs shown as A, B, C... in that order.
-
-        ``outputs`` are in the order shown (``item_key`` is ignored); ``choice`` is a label,
-        ``"tie"`` or ``"all_bad"``. ``vote_id`` (e.g. a UUID made when the outputs were shown)
-        makes a repeated click store one vote. Votes land in the built-in study ``"arena"``,
-        whose results give win rates and Bradley-Terry scores like any study.
-        ``seen_unblinded``: the visitor had seen this text's outputs with the names shown; the
-        vote is kept but flagged (its item's source is ``ARENA_SEEN_UNBLINDED``, counted in
-        ``results("arena").n_votes_seen_unblinded`` and exported).
-        """
-        if seen_unblinded:
-            source = ARENA_SEEN_UNBLINDED
-        text = check_text(text, "text")
-        vote_id = check_name(vote_id or uuid.uuid4().hex, "vote_id")
-        outs = [coerce(OutputIn, o, "output") for o in outputs]
-        if len(outs) < 2:
-            raise InvalidInputError("a blind vote needs at least two outputs")
-        outs = [
-            OutputIn(
-                vote_id,
-                o.system,
-                o.text,
-                o.fills,
-                o.model,
-                o.adapter_revision,
-                dict(o.decoding),
-                o.seed,
-            )
-            for o in outs
-        ]
-        check_items_outputs([ItemIn(vote_id, text, source=source)], outs)
-        labels = [label_of(i) for i in range(len(outs))]
-        if choice not in (*labels, TIE, ALL_BAD):
-            raise InvalidInputError(
-                f"choice must be one of {labels + [TIE, ALL_BAD]}, got {choice!r}"
-            )
-        visitor_hash = hash_token(f"arena-visitor:{visitor or 'anonymous'}")
-        systems = [o.system for o in outs]
-        chosen = systems[labels.index(choice)] if choice in labels else None
-
-        def fn(s: Session) -> VoteReceipt:
-            study = _arena_study(s)
-            existing = s.scalar(select(Item).where(Item.study_id == study.id, Item.key == vote_id))
-            if existing is not None:
-                a = s.scalar(select(Assignment).where(Assignment.item_id == existing.id))
-                shown = [s.get(Output, oid).system for oid in a.output_order] if a else []
-                pref_sys = (
-                    s.get(Output, a.preferred_output_id).system
-                    if a is not None and a.preferred_output_id
-                    else None
-                )
-                same = shown == systems and (
-                    pref_sys == chosen if chosen else a is not None and a.preference == choice
-                )
-                if not same:
-                    raise AlreadySubmittedError(f"vote {vote_id!r} was already stored differently")
-                return VoteReceipt(vote_id, shown, choice, chosen, duplicate=True)
-            rater = s.scalar(select(Rater).where(Rater.token_hash == visitor_hash))
-            if rater is None:
-                rater = Rater(
-                    study_id=study.id,
-                    display_name="visitor",
-                    token_hash=visitor_hash,
-                    seed=secrets.randbits(62),
-                )
-                s.add(rater)
-            item = _add_items(s, study, [ItemIn(vote_id, text, source=source)], outs)[0]
-            s.flush()
-            last = s.scalar(
-                select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id)
-            )
-            order = [o.id for o in item.outputs]
-            now = utcnow()
-            item.n_assigned = 1
-            a = Assignment(
-                rater_id=rater.id,
-                item_id=item.id,
-                position=(last or 0) + 1,
-                output_order=order,
-                shown_at=now,
-                completed_at=now,
-                preference="choice" if chosen else choice,
-                preferred_output_id=order[labels.index(choice)] if chosen else None,
-            )
-            s.add(a)
-            s.flush()
-            for pos, oid in enumerate(order):
-                s.add(
-                    Rating(
-                        rater_id=rater.id,
-                        output_id=oid,
-                        assignment_id=a.id,
-                        answers={},
-                        position=pos,
-                        shown_at=now,
-                        answered_at=now,
-                    )
-                )
-            return VoteReceipt(vote_id, systems, choice, chosen, duplicate=False)
-
-        return self.write(fn, integrity_retries=3)
+        """A demo visitor's blind vote, stored in the built-in study ``"arena"``
+        (``arena.record_blind_vote`` says how)."""
+        return record_blind_vote(
+            self,
+            text,
+            outputs,
+            choice,
+            vote_id=vote_id,
+            visitor=visitor,
+            source=source,
+            seen_unblinded=seen_unblinded,
+        )
 
     # ------------------------------------------------------------------ results, export, backup
 
@@ -636,53 +557,6 @@ class AnnotationStore:
 # ---------------------------------------------------------------------- helpers
 
 
-def _add_items(
-    s: Session, study: Study, items: Sequence[ItemIn], outputs: Sequence[OutputIn]
-) -> list[Item]:
-    by_key: dict[str, Item] = {}
-    for it in items:
-        row = Item(
-            key=it.key.strip(),
-            text=it.text,
-            original=spans(it.original, "original"),
-            source=it.source,
-            is_gold=bool(it.is_gold),
-        )
-        study.items.append(row)
-        by_key[it.key] = row
-    for o in outputs:
-        by_key[o.item_key].outputs.append(
-            Output(
-                system=o.system.strip(),
-                text=o.text,
-                fills=spans(o.fills, "fills"),
-                model=o.model,
-                adapter_revision=o.adapter_revision,
-                decoding=dict(o.decoding or {}),
-                seed=o.seed,
-                gold_role=o.gold_role,
-            )
-        )
-    return list(by_key.values())
-
-
-def _arena_study(s: Session) -> Study:
-    study = s.scalar(select(Study).where(Study.name == ARENA_STUDY))
-    if study is None:
-        study = Study(
-            name=ARENA_STUDY,
-            kind="arena",
-            instructions="Blind votes from the demo's compare mode.",
-            questions=[preference().to_dict()],
-            raters_per_item=1,
-            status="open",
-            comment_max_chars=0,
-        )
-        s.add(study)
-        s.flush()
-    return study
-
-
 def _stored_submission(
     s: Session, a: Assignment, labels: Mapping[str, int]
 ) -> tuple[dict[str, dict[str, Any]], str | None, str | None]:
@@ -701,12 +575,14 @@ def _stored_submission(
 def _gold_passed(
     s: Session,
     a: Assignment,
+    qs: Sequence[Question],
     labels: Mapping[str, int],
     per_output: Mapping[str, Mapping[str, Any]],
     pref: str | None,
 ) -> bool:
-    """Failed when the corrupted fill is judged appropriate, preferred, or scored above the
-    original on any Likert question. Rejecting the original alone is not counted as failure."""
+    """Failed when the corrupted fill is preferred, or a per-output answer about it betrays it
+    (each question says how: judged appropriate, scored above the original on a Likert
+    question). Rejecting the original alone is not counted as failure."""
     role = {o.id: o.gold_role for o in s.scalars(select(Output).where(Output.item_id == a.item_id))}
     original = next(lab for lab, oid in labels.items() if role[oid] == "original")
     orig = per_output.get(original, {})
@@ -714,10 +590,10 @@ def _gold_passed(
         if role[oid] != "corrupted":
             continue
         corr = per_output.get(lab, {})
-        if corr.get("appropriate") is True or pref == lab:
+        if pref == lab:
             return False
-        for k, v in corr.items():
-            if k != "appropriate" and isinstance(v, int) and v > orig.get(k, v):
+        for q in qs:
+            if q.per_output and q.betrays_corrupted(corr.get(q.name), orig.get(q.name)):
                 return False
     return True
 

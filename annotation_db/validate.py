@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from .errors import DuplicateError, InvalidInputError, NotAssignedError, NotFoundError
-from .questions import ALL_BAD, TIE, Question, normalize_output_answers
+from .questions import Comment, Preference, Question, first, normalize_output_answers
 from .schema import GOLD_ROLES, STUDY_STATUSES
 from .views import ItemIn, OutputIn
 
@@ -226,27 +226,19 @@ def normalize_submission(
         for lab, v in answers.items():
             if v:
                 raise InvalidInputError(f"this study asks nothing per output (got {lab}: {v!r})")
-    pq = next((q for q in qs if q.kind == "preference"), None)
+    pq: Preference | None = first(qs, Preference)
     if pq is None:
         if pref is not None:
             raise InvalidInputError("this study does not ask for a preference")
     else:
-        allowed = list(labels)
-        if pq.allow_tie:
-            allowed.append(TIE)
-        if pq.allow_all_bad:
-            allowed.append(ALL_BAD)
-        if pref not in allowed:
-            if pref is None:
-                raise InvalidInputError(f"choose one of {allowed}")
-            raise InvalidInputError(f"preference must be one of {allowed}, got {pref!r}")
-    cq = next((q for q in qs if q.kind == "comment"), None)
+        pq.check_choice(pref, list(labels))
+    cq: Comment | None = first(qs, Comment)
     if comment is not None and len(comment) > comment_max_chars:
         raise InvalidInputError(
             f"the comment is {len(comment)} characters; at most {comment_max_chars} allowed"
         )
-    if cq is not None and cq.required and not comment:
-        raise InvalidInputError("a comment is required for this study")
+    if cq is not None:
+        cq.check_comment(comment)
     return per_output, pref, comment
 
 

@@ -495,12 +495,12 @@ def server_app_kwargs(app: MagnetApp, upload_folder: Path | None = None) -> dict
 def check_upload_disk(upload_folder: Path, store: AnnotationStore) -> None:
     """Say at start-up when uploads land on the rating database's disk (the upload quota and
     free-space floor still hold; a separate volume for GRADIO_TEMP_DIR is better)."""
-    database = store.db.engine.url.database
-    if store.db.engine.url.get_backend_name() != "sqlite" or not database:
+    database = store.sqlite_file
+    if database is None:
         return
     try:
         up = upload_folder if upload_folder.exists() else upload_folder.parent
-        same = os.stat(up).st_dev == os.stat(Path(database).parent).st_dev
+        same = os.stat(up).st_dev == os.stat(database.parent).st_dev
     except OSError:
         return
     if same:
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         engine.runner.dtype,
         engine.loaded.adapters or "none",
     )
-    log.info("Rating studies in %s", store.db.engine.url.render_as_string(hide_password=True))
+    log.info("Rating studies in %s", store.location)
     on_zero_gpu = zero_gpu()
     log.info(
         "Cache in %s; ZeroGPU: %s",

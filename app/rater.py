@@ -16,6 +16,7 @@ import gradio as gr
 
 from annotation_db import RaterItem, StorageError
 from annotation_db.queries import label_of
+from annotation_db.questions import Appropriate, Comment, Likert, Preference, first
 
 from . import rating_form, render
 from .outputs import RaterPage, RaterSlot, RaterView
@@ -70,10 +71,10 @@ class RaterHandlers(Services):
             closed = "This study is closed. Thank you!"
             return self._rater_view(None, head, closed, title=session.study)
         if item is not None:
-            n_likert = sum(q.kind == "likert" for q in item.questions)
+            n_likert = sum(isinstance(q, Likert) for q in item.questions)
             lo, hi = LIKERT_RANGE
             if any(
-                q.kind == "likert" and not lo <= q.scale_min < q.scale_max <= hi
+                isinstance(q, Likert) and not lo <= q.scale_min < q.scale_max <= hi
                 for q in item.questions
             ):
                 raise gr.Error(
@@ -125,9 +126,9 @@ class RaterHandlers(Services):
         and the browser tab's title (the study's name: never the model's)."""
         slots: list[RaterSlot] = []
         qs = item.questions if item else []
-        has = {q.kind for q in qs}
-        likerts = [q for q in qs if q.kind == "likert"][:MAX_LIKERT]
-        appropriate = next((q for q in qs if q.kind == "appropriate"), None)
+        likerts = [q for q in qs if isinstance(q, Likert)][:MAX_LIKERT]
+        appropriate = first(qs, Appropriate)
+        ask_comment = first(qs, Comment) is not None
         for i in range(MAX_OUTPUTS):
             out = item.outputs[i] if item and i < len(item.outputs) else None
             if out is None:
@@ -144,8 +145,8 @@ class RaterHandlers(Services):
                     gr.update(
                         visible=q is not None,
                         value=None,
-                        label=f"{q.prompt} ({q.scale_min}-{q.scale_max})" if q else "",
-                        choices=[str(v) for v in range(q.scale_min, q.scale_max + 1)] if q else [],
+                        label=q.label if q else "",
+                        choices=q.choices() if q else [],
                     )
                 )
             slots.append(
@@ -156,15 +157,14 @@ class RaterHandlers(Services):
                     appropriate=gr.update(
                         visible=appropriate is not None,
                         value=None,
-                        label=appropriate.prompt if appropriate else "",
+                        label=appropriate.label if appropriate else "",
                     ),
                     likert=shown_likert,
                 )
             )
-        pref = next((q for q in qs if q.kind == "preference"), None)
-        choices = [o.label for o in item.outputs] if item else []
-        if pref:
-            choices += ["tie"] * pref.allow_tie + ["all_bad"] * pref.allow_all_bad
+        pref = first(qs, Preference)
+        labels = [o.label for o in item.outputs] if item else []
+        choices = pref.choices(labels) if pref else labels
         return RaterView(
             head=head or "",
             status=status,
@@ -174,7 +174,7 @@ class RaterHandlers(Services):
             preference=gr.update(
                 visible=pref is not None, choices=render.choices(choices), value=None
             ),
-            comment=gr.update(visible="comment" in has and item is not None, value=""),
+            comment=gr.update(visible=ask_comment and item is not None, value=""),
             submit=gr.update(visible=item is not None),
             title=title or "Rating",
         )
@@ -195,15 +195,16 @@ class RaterHandlers(Services):
         per_slot = 1 + MAX_LIKERT
         with user_errors():
             item = self.store.rater_item(token, assignment_id)
-        likerts = [q for q in item.questions if q.kind == "likert"][:MAX_LIKERT]
-        ask_app = any(q.kind == "appropriate" for q in item.questions)
+        likerts = [q for q in item.questions if isinstance(q, Likert)][:MAX_LIKERT]
+        appropriate = first(item.questions, Appropriate)
         answers: dict[str, dict] = {}
         for i, out in enumerate(item.outputs[:MAX_OUTPUTS]):
             vals = values[i * per_slot : (i + 1) * per_slot]
-            a: dict = {"appropriate": None if vals[0] is None else vals[0] == "Yes"}
-            a = a if ask_app else {}
+            a: dict = {}
+            if appropriate is not None:
+                a[appropriate.name] = appropriate.from_choice(vals[0])
             for q, v in zip(likerts, vals[1:], strict=False):
-                a[q.name] = None if v is None else int(v)
+                a[q.name] = q.from_choice(v)
             answers[out.label] = a
         preference, comment = [*values[MAX_OUTPUTS * per_slot :], None, None][:2]
         missing = rating_form.missing_answers(item.questions, answers, preference)

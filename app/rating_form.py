@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from annotation_db.questions import Question
+from annotation_db.questions import Preference, Question
 
 
 def _join(parts: list[str]) -> str:
@@ -29,13 +29,10 @@ def missing_answers(
     per_output = [q for q in questions if q.per_output and q.required]
     parts = []
     for label, given in answers.items():
-        names = [
-            "appropriate?" if q.kind == "appropriate" else q.name.replace("_", " ")
-            for q in per_output
-            if given.get(q.name) is None
-        ]
+        names = [q.missing_label for q in per_output if given.get(q.name) is None]
         if names:
             parts.append(f"output {label} ({_join(names)})")
-    if any(q.kind == "preference" and q.required for q in questions) and not preference:
-        parts.append("which output is best")
+    for q in questions:
+        if isinstance(q, Preference) and q.required and not preference:
+            parts.append(q.missing_label)
     return f"Please answer: {_join(parts)}." if parts else None

@@ -130,7 +130,7 @@ def test_the_layers_point_one_way():
     graph = project_graph()
     for task in ("runner", "infill", "prompted", "generation", "embedding", "multi_lora"):
         assert "magnet_model.inference.engine" not in graph[f"magnet_model.inference.{task}"], task
-    for low in ("schema", "validate", "queries", "results", "io", "migrate", "engine"):
+    for low in ("schema", "validate", "queries", "results", "io", "migrate", "database"):
         assert "annotation_db.store" not in graph[f"annotation_db.{low}"], low
 
 

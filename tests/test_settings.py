@@ -172,14 +172,15 @@ def test_annotation_db_cli_flags_beat_env_beat_defaults(monkeypatch, tmp_path):
 
     def resolved(*argv):  # what the CLI gives AnnotationStore
         args = build_parser().parse_args([*argv, "backup", "dest"])
-        return DBSettings.from_env(url=args.db, path=args.db_path)
+        return DBSettings.from_env(url=args.db_url, path=args.db_path)
 
     assert resolved().url.endswith("/annotations.sqlite3")
     assert resolved().busy_timeout_ms == 10_000
     monkeypatch.setenv("MAGNET_DB_PATH", str(tmp_path / "env.db"))
     monkeypatch.setenv("MAGNET_DB_BUSY_TIMEOUT_MS", "250")
     assert resolved().url.endswith("/env.db") and resolved().busy_timeout_ms == 250
-    assert resolved("--db", "sqlite:///flag.db").url == "sqlite:///flag.db"
+    assert resolved("--db-url", "sqlite:///flag.db").url == "sqlite:///flag.db"
+    assert resolved("--db", "sqlite:///flag.db").url == "sqlite:///flag.db"  # the old spelling
     assert resolved("--db-path", str(tmp_path / "flag.db")).url.endswith("/flag.db")
 
 

@@ -92,6 +92,21 @@ def test_read_only_database_file_fails_at_start_with_one_sentence(tmp_path):
     assert "\n" not in str(e.value) and "readonly" in str(e.value)
 
 
+def test_sqlite_uri_url_makes_no_file_folder_in_the_working_directory(tmp_path, monkeypatch):
+    """A ``sqlite:///file:PATH?...&uri=true`` URL names an SQLite URI, not a path: read as a
+    path, its folder ``file:PATH``'s parent was made under the working directory."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    path = tmp_path / "db.sqlite3"
+    AnnotationStore(path=path).close()
+    with AnnotationStore(url=f"sqlite:///file:{path}?uri=true") as store:
+        assert store.sqlite_file == path and store.location == str(path)
+    with pytest.raises(StorageError, match="cannot be opened for writing"):
+        AnnotationStore(url=f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert list(cwd.iterdir()) == []
+
+
 @pytest.mark.parametrize("where", ["file", "proc"])
 def test_database_in_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, where):
     (tmp_path / "a_file").write_text("x")

@@ -1,4 +1,4 @@
-"""Engines and units of work.
+"""The database: one ``Database`` owns the engine, and every unit of work runs through it.
 
 SQLite is set up for many writers in one or several processes: WAL (readers never block the
 writer), ``busy_timeout`` (wait for the lock instead of failing), foreign keys on, and write
@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,12 +34,39 @@ _READONLY = "annotation_db_readonly"
 _PG_RETRY_CODES = {"40001", "40P01"}
 
 
+def sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names; None for another backend or an in-memory database.
+
+    With ``?uri=true`` the database part is an SQLite URI (``file:/path?mode=ro``), not a
+    path: read as one, ``file:`` was taken for a folder and made in the working directory.
+    """
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    if not _is_uri(url):
+        return Path(url.database).expanduser()
+    uri = urlsplit(url.database)
+    if uri.scheme != "file":
+        return Path(url.database).expanduser()  # SQLite reads a URI without file: as a name
+    mode = dict(p.split("=", 1) for p in uri.query.split("&") if "=" in p).get("mode")
+    path = unquote(uri.path)
+    if mode == "memory" or not path or path == ":memory:":
+        return None
+    return Path(path).expanduser()
+
+
+def _is_uri(url: URL) -> bool:
+    """``?uri=true``: pysqlite opens the database part as an SQLite URI."""
+    return str(url.query.get("uri", "")).lower() in ("true", "1")
+
+
 def make_engine(settings: DBSettings) -> Engine:
     url = make_url(settings.url)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=20)
-    if url.database and url.database != ":memory:":
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(url)
+    if path is not None and not _is_uri(url):
+        # A plain path gets its folder; an SQLite URI is opened as given (it may be read-only).
+        path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         url,
         connect_args={"timeout": settings.busy_timeout_ms / 1000, "check_same_thread": False},
@@ -165,6 +193,18 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+    @property
+    def file(self) -> Path | None:
+        """The SQLite file the data lives in; None for a server database or in-memory."""
+        return sqlite_file(self.engine.url)
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, safe to print: the SQLite file, or the URL with its password
+        hidden."""
+        path = self.file
+        return str(path) if path is not None else _where(self.settings)
 
     @contextmanager
     def _session(self, factory: sessionmaker[Session]) -> Iterator[Session]:
