@@ -52,7 +52,7 @@ format: setup
 clean-venv:
 	rm -rf $(VENV)
 
-# The folder of a Gradio-SDK Space for ZeroGPU (README "Hugging Face Spaces"): the committed
+# The folder of a Gradio-SDK Space for ZeroGPU (docs/spaces.md): the committed
 # code and adapters, with deploy/zerogpu/'s README.md (front matter) and requirements.txt.
 # Push it with `hf upload OWNER/SPACE $(SPACE_DIR) --repo-type space`.
 SPACE_DIR ?= build/zerogpu-space

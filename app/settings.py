@@ -3,7 +3,7 @@
 Each package declares its settings as one pydantic-settings class (prefix MAGNET_, every field
 typed, with its default and description): the model in magnet_model.settings.ModelSettings, the
 rating store in annotation_db.settings.StoreSettings, the app's limits here in AppSettings.
-`python -m app.settings` prints the table of all of them (README "Settings" holds its output).
+`python -m app.settings` prints the table of all of them (docs/settings.md holds its output).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class AppSettings(MagnetSettings):
         ge=1,
         le=10_000_000,
         description="most passages of an uploaded search corpus; above 20,000 the search uses a "
-        "faiss IVF index (embed big corpora once with `python -m magnet_model.search index`)",
+        "faiss IVF index (embed big corpora once with "
+        "`python -m magnet_model.inference.search index`)",
     )
     queue_size: int = Field(
         32, ge=1, le=10000, description='requests waiting for the model; more get "queue full"'
@@ -176,7 +177,7 @@ SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (ModelSettings, StoreSettings
 
 
 def settings_table(classes: tuple[type[BaseSettings], ...] = SETTINGS_CLASSES) -> str:
-    """The Markdown table of every MAGNET_* setting, from the settings classes (README)."""
+    """The Markdown table of every MAGNET_* setting, from the settings classes (docs/settings)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for cls in classes:
         prefix = cls.model_config.get("env_prefix", "")
