@@ -13,12 +13,17 @@ STAMP  := $(VENV)/.installed-project
 
 setup: $(STAMP)
 
+# The test and lint tools. `DEV=` leaves them out: the Dockerfile builds the Space's venv with
+# `make deps DEV=` and `make prepare DEV=` (a venv made that way has no pytest: `make clean-venv`
+# before `make test`).
+DEV ?= requirements-dev.txt
+
 # the pinned dependencies alone (the Dockerfile runs this before the code is copied in)
 deps: $(DEPS)
 
-$(DEPS): requirements.txt requirements-dev.txt requirements-assets.txt
+$(DEPS): requirements.txt requirements-assets.txt $(DEV)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -r requirements.txt -r requirements-dev.txt
+	$(PIP) -r requirements.txt $(if $(DEV),-r $(DEV))
 	$(PIP) --no-deps -r requirements-assets.txt
 	touch $(DEPS)
 
@@ -47,7 +52,7 @@ format: setup
 clean-venv:
 	rm -rf $(VENV)
 
-# The folder of a Gradio-SDK Space for ZeroGPU (README "Hugging Face Spaces"): the committed
+# The folder of a Gradio-SDK Space for ZeroGPU (docs/spaces.md): the committed
 # code and adapters, with deploy/zerogpu/'s README.md (front matter) and requirements.txt.
 # Push it with `hf upload OWNER/SPACE $(SPACE_DIR) --repo-type space`.
 SPACE_DIR ?= build/zerogpu-space

@@ -4,7 +4,7 @@
 #   source .ci/browser.sh      # exports MAGNET_BROWSER=/usr/bin/chromium
 #
 # Installs Debian's `chromium` when it is missing (needs root and apt). The Python side,
-# the `playwright` package, comes from requirements.txt; Playwright's own browser download
+# the `playwright` package, comes from requirements-dev.txt; Playwright's own browser download
 # (`playwright install`) is never used: the test launches this binary via executable_path.
 # With CI=true the browser test fails (instead of skipping) when either is missing.
 # Sourced, so it never calls `exit`; on failure it prints why and returns non-zero.

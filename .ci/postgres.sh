@@ -8,6 +8,8 @@
 # (default 54329), a role `magnet` (password auth) and a database `magnet_test`.
 # Idempotent: a second run reuses the running server. Sourced, so it never calls `exit` on
 # success; on failure it prints why and returns non-zero (aborting a `set -e` caller).
+# `magnet_pg_stop` stops the server again if this shell's `source` started it (a server that
+# was already running is left running).
 
 _magnet_pg_fail() {
     echo "postgres.sh: $*" >&2
@@ -22,6 +24,7 @@ _magnet_pg_setup() {
     local dir="${MAGNET_PG_DIR:-/tmp/magnet-pg}"
     local password="${MAGNET_PG_PASSWORD:-magnet}"
     _MAGNET_PG_DIR="$dir"
+    _MAGNET_PG_STARTED=""
 
     if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
         echo "postgres.sh: installing Debian package postgresql" >&2
@@ -56,6 +59,7 @@ _magnet_pg_setup() {
             -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c max_connections=200" \
             start >/dev/null \
             || { _magnet_pg_fail "pg_ctl start failed"; return 1; }
+        _MAGNET_PG_STARTED="$bin"
     fi
 
     local -a psql=("${as_owner[@]}" "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d postgres)
@@ -72,6 +76,17 @@ _magnet_pg_setup() {
     fi
     export MAGNET_TEST_PG_URL="postgresql+psycopg://magnet:${password}@127.0.0.1:${port}/magnet_test"
     echo "MAGNET_TEST_PG_URL=$MAGNET_TEST_PG_URL"
+}
+
+# Stop the server this shell started (fast shutdown: open sessions are ended). Never fails.
+magnet_pg_stop() {
+    [ -n "${_MAGNET_PG_STARTED:-}" ] || return 0
+    local -a as_owner=()
+    [ "$(id -u)" = 0 ] && as_owner=(runuser -u postgres --)
+    "${as_owner[@]}" "$_MAGNET_PG_STARTED/pg_ctl" -D "$_MAGNET_PG_DIR" -m fast -w stop >/dev/null \
+        || echo "postgres.sh: could not stop the server in $_MAGNET_PG_DIR" >&2
+    _MAGNET_PG_STARTED=""
+    return 0
 }
 
 _magnet_pg_setup || return 1 2>/dev/null || exit 1

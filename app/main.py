@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import functools
 import logging
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -520,6 +522,25 @@ def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
     return engine, dict(engine.loaded.failed)
 
 
+def port_taken(host: str, port: int) -> str | None:
+    """The one sentence to print when `host:port` cannot be listened on, else None. Checked
+    before the model loads (a taken port should not cost the wait), and said again if
+    Gradio's own bind fails later: Gradio would end in a traceback."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    try:
+        # create_server sets SO_REUSEADDR as uvicorn does: a port only in TIME_WAIT is free
+        with socket.create_server((host.strip("[]"), port), family=family):
+            return None
+    except OSError as e:
+        why = (
+            "is already in use" if e.errno == errno.EADDRINUSE else f"cannot be used ({e.strerror})"
+        )
+        return (
+            f"Port {port} on {host} {why}; choose another with --port N or the variable "
+            "GRADIO_SERVER_PORT (for example `GRADIO_SERVER_PORT=7861 make run`)."
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Serve the MAGNET demo.")
     add_model_args(parser)
@@ -536,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     t0 = time.perf_counter()
+    if taken := port_taken(args.host, args.port):
+        print(f"error: {taken}", file=sys.stderr)
+        return 2
     try:
         settings = AppSettings.from_env()
         spec = server_spec(ModelSpec.from_args(args))
@@ -579,13 +603,20 @@ def main(argv: list[str] | None = None) -> int:
     check_upload_disk(upload_folder, store)
     proxy_env()  # uvicorn trusts no forwarded header; RequestGuard applies MAGNET_TRUSTED_PROXIES
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
-    demo.launch(
-        server_name=args.host,
-        server_port=args.port,
-        max_file_size=f"{settings.max_upload_mb}mb",
-        app_kwargs=server_app_kwargs(app, upload_folder),
-        enable_monitoring=False,
-        theme=THEME,
-        css=CSS,
-    )
+    try:
+        demo.launch(
+            server_name=args.host,
+            server_port=args.port,
+            max_file_size=f"{settings.max_upload_mb}mb",
+            app_kwargs=server_app_kwargs(app, upload_folder),
+            enable_monitoring=False,
+            theme=THEME,
+            css=CSS,
+        )
+    except OSError:
+        # taken while the model loaded (Gradio says "Cannot find empty port"), or not bindable
+        if taken := port_taken(args.host, args.port):
+            print(f"error: {taken}", file=sys.stderr)
+            return 2
+        raise
     return 0

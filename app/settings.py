@@ -3,7 +3,7 @@
 Each package declares its settings as one pydantic-settings class (prefix MAGNET_, every field
 typed, with its default and description): the model in magnet_model.settings.ModelSettings, the
 rating store in annotation_db.settings.StoreSettings, the app's limits here in AppSettings.
-`python -m app.settings` prints the table of all of them (README "Settings" holds its output).
+`python -m app.settings` prints the table of all of them (docs/settings.md holds its output).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ SETTINGS_CLASSES: tuple[type[BaseSettings], ...] = (ModelSettings, StoreSettings
 
 
 def settings_table(classes: tuple[type[BaseSettings], ...] = SETTINGS_CLASSES) -> str:
-    """The Markdown table of every MAGNET_* setting, from the settings classes (README)."""
+    """The Markdown table of every MAGNET_* setting, from the settings classes (docs/settings)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for cls in classes:
         prefix = cls.model_config.get("env_prefix", "")

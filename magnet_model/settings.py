@@ -173,7 +173,7 @@ class ModelSettings(MagnetSettings):
         description="decoding path: `eager` (a growing KV cache), `static` (a preallocated KV "
         "cache, fixed shapes), `graph` (static cache, each decode step replayed as a CUDA graph; "
         "on a CPU it is `static`), `auto` (`graph` on CUDA, `eager` on a CPU); also `--decode` "
-        "(see Performance)",
+        "(see docs/performance.md)",
     )
 
     @field_validator("device")

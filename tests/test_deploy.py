@@ -1,6 +1,7 @@
 """The two Spaces recipes stay consistent with the project: the Docker Space installs the CPU
-build of torch at the pinned release, and `make zerogpu-space` builds a Gradio-SDK Space whose
-front matter names a launcher it ships and a Gradio release its requirements pin."""
+build of torch at the pinned release, its image that runs carries no test tools and its user
+owns the app folder, and `make zerogpu-space` builds a Gradio-SDK Space whose front matter
+names a launcher it ships and a Gradio release its requirements pin."""
 
 from __future__ import annotations
 
@@ -48,6 +49,62 @@ def test_docker_space_takes_the_cpu_build_of_the_pinned_torch():
     cpu_build = Version(f"{next(iter(req.specifier)).version}+cpu")
     assert req.specifier.contains(cpu_build)
     assert _front_matter(ROOT / "README.md")["sdk"] == "docker"
+
+
+def _stages(docker: str) -> dict[str, str]:
+    """Each `FROM ... AS name` stage of the Dockerfile: name -> its text, in order."""
+    stages = {}
+    for part in re.split(r"^FROM ", docker, flags=re.M)[1:]:
+        head = part.split("\n", 1)[0]
+        name = re.search(r" AS (\S+)$", head, re.I)
+        assert name, f"every stage is named: FROM {head}"
+        stages[name.group(1)] = part
+    return stages
+
+
+def _pip_lines(*make_args: str) -> str:
+    """The pip commands `make deps` would run (dry run, every target out of date)."""
+    out = subprocess.run(
+        ["make", "-n", "-B", "deps", "VENV=/nonexistent-venv", *make_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return "\n".join(line for line in out.splitlines() if " pip install " in line)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make")
+def test_the_docker_image_that_runs_has_no_test_tools():
+    docker = (ROOT / "Dockerfile").read_text()
+    stages = _stages(docker)
+    assert len(stages) >= 2, "a build stage and the runtime stage"
+    *_, (final_name, final) = stages.items()
+    # the final stage installs nothing itself: it copies the venv a build stage made
+    assert "requirements-dev.txt" not in final and not re.search(r"^RUN ", final, re.M)
+    source = re.search(r"^COPY --from=(\S+) .*/home/user/app /home/user/app$", final, re.M)
+    assert source and source.group(1) in stages and source.group(1) != final_name
+    # ... and that stage builds it with the runtime dependencies alone
+    built = "\n".join(ln for ln in stages[source.group(1)].splitlines() if ln[:1] != "#")
+    calls = re.findall(r"make (deps|prepare|setup)\b([^\n]*)", built)
+    assert {c for c, _ in calls} >= {"deps", "prepare"}, calls
+    assert all(re.search(r"(^| )DEV=( |$)", args) for _, args in calls), calls
+    assert not re.search(r"^COPY .*requirements-dev\.txt", docker, re.M)
+    runtime, with_dev = _pip_lines("DEV="), _pip_lines()
+    assert "-r requirements.txt" in runtime and "requirements-dev.txt" not in runtime
+    assert "-r requirements-dev.txt" in with_dev  # make setup / make test still install them
+    assert re.search(r'^CMD \[".venv/bin/python", "-m", "app"\]$', final, re.M)
+
+
+def test_the_docker_user_owns_its_workdir_before_user_switches():
+    """WORKDIR creates a missing folder as root on some builders: it is made and chowned first."""
+    docker = (ROOT / "Dockerfile").read_text()
+    first_user = docker.index("\nUSER user\n")
+    workdirs = set(re.findall(r"^WORKDIR (\S+)$", docker, re.M))
+    assert workdirs == {"/home/user/app"}, workdirs
+    made = re.search(r"install -d -o user -g user [^\n]*/home/user/app\b", docker)
+    assert made and made.start() < first_user
+    assert made.start() < docker.index("\nWORKDIR /home/user/app\n")
 
 
 def test_zerogpu_requirements_pin_what_the_project_pins():

@@ -217,10 +217,10 @@ def test_train_config_resolves_its_own_pooling():
     assert TrainConfig(output="x", pooling="mean").pooling == "mean"
 
 
-def test_readme_lists_every_setting():
-    from pathlib import Path
+def test_the_docs_list_every_setting():
+    from project_docs import ROOT
 
     from app.settings import settings_table
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert settings_table() in readme, "README's Settings table: paste `python -m app.settings`"
+    page = (ROOT / "docs" / "settings.md").read_text()
+    assert settings_table() in page, "docs/settings.md's table: paste `python -m app.settings`"

@@ -7,7 +7,6 @@ import json
 import re
 import shlex
 import typing
-from pathlib import Path
 
 import pytest
 import torch
@@ -381,13 +380,15 @@ def test_flags_keep_their_names_aliases_and_meanings():
 
 
 def _documented_train_commands() -> list[tuple[str, list[str]]]:
-    """Every `python -m magnet_model.training.train ...` line of README.md and the adapters' cards
-    (shipped, and the checkpoints kept to continue from)."""
-    root = Path(__file__).resolve().parent.parent
+    """Every `python -m magnet_model.training.train ...` line of README.md, docs/ and the
+    adapters' cards (shipped, and the checkpoints kept to continue from)."""
+    from project_docs import ROOT as root
+    from project_docs import doc_paths
+
     found = []
     cards = [*sorted((root / "adapters").glob("*/README.md"))]
     cards += sorted((root / "checkpoints").glob("*/README.md"))
-    for path in [root / "README.md", *cards]:
+    for path in [*doc_paths(), *cards]:
         text = path.read_text().replace("\\\n", " ")
         for m in re.finditer(r"python -m magnet_model\.training\.train +([^\n`]*)", text):
             found.append((f"{path.relative_to(root)}: {m.group(1)[:40]}", shlex.split(m.group(1))))
@@ -396,7 +397,9 @@ def _documented_train_commands() -> list[tuple[str, list[str]]]:
 
 def test_every_documented_training_command_still_parses_and_validates():
     commands = _documented_train_commands()
-    assert len(commands) >= 8, commands  # README: 4, shipped cards: 1 each, the CPU retrain: 2
+    # docs/training.md: 4, shipped cards: 1 each, the CPU retrain: 2
+    assert len(commands) >= 8, commands
+    assert sum(where.startswith("docs/training.md") for where, _ in commands) >= 4, commands
     for where, argv in commands:
         try:
             validate(config_from_args(build_parser().parse_args(argv)))

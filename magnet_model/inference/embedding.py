@@ -1,6 +1,6 @@
 """Sentence and token vectors from the decoder's hidden states, sentences packed side by side.
 
-As MAGNET.md says: the layout and pooling each adapter was trained with, the LM head never
+Per docs/method.md: the layout and pooling each adapter was trained with, the LM head never
 run; sentences share rows so that nearly every token computed is a real one."""
 
 from __future__ import annotations

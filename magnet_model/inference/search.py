@@ -45,7 +45,7 @@ from .vector_index import VectorIndex
 
 # The default corpus: held-out Wikipedia text (never trained on), vital-article extracts and
 # passages of the held-out articles, small enough to embed with every system on a CPU on first
-# use (the README gives the measured time; then the disk cache answers).
+# use (docs/app.md gives the measured time; then the disk cache answers).
 DEFAULT_EXTRACTS = 150
 DEFAULT_PASSAGES = 60
 DEFAULT_PASSAGE_CHARS = 300  # passages are cut at a sentence end below this length

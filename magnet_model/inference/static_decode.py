@@ -44,7 +44,7 @@ from .batching import Feed, Forward, Lane, advance, start_lanes, step_inputs
 log = logging.getLogger(__name__)
 
 MODES = DECODES  # "auto", "eager", "static", "graph"
-# What "auto" picks on a CPU: measured with bench/bench_decode.py (see README, Performance).
+# What "auto" picks on a CPU: measured with bench/bench_decode.py (see docs/performance.md).
 CPU_AUTO = "eager"
 MAX_GRAPH_QUERIES = 8  # steps feeding more tokens per row than this run eagerly
 MIN_LENGTH = 256  # the smallest cache length bucket
