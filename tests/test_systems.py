@@ -38,8 +38,8 @@ def test_the_app_and_the_libraries_read_the_table():
     from app import model_calls, studies
     from magnet_model.evaluation import evaluate
 
-    assert studies.INFILL_SYSTEMS == systems.for_task("infill")
-    assert model_calls.CONTINUE_SYSTEMS == systems.for_task("continue")
-    assert model_calls.SEARCH_SYSTEMS == systems.for_task("search")
-    assert evaluate.DEFAULT_SYSTEMS == systems.for_task("evaluate")
+    assert systems.for_task("infill") == studies.INFILL_SYSTEMS
+    assert systems.for_task("continue") == model_calls.CONTINUE_SYSTEMS
+    assert systems.for_task("search") == model_calls.SEARCH_SYSTEMS
+    assert systems.for_task("evaluate") == evaluate.DEFAULT_SYSTEMS
     assert evaluate.PROMPTED == {0: "base zero-shot", 5: "base five-shot"}
