@@ -35,6 +35,7 @@ $(STAMP): $(DEPS) pyproject.toml
 # Checks every offline asset and de-quantizes the embedded model into the cache once.
 prepare: setup
 	$(BIN)/python -m magnet_model.prepare
+	$(BIN)/python -m magnet_model.inference.search prepare
 
 run: setup
 	$(BIN)/python -m app

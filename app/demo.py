@@ -23,7 +23,7 @@ from magnet_model.inference.engine import END_REASONS
 from magnet_model.systems import TITLES
 
 from . import render, studies
-from .model_calls import ModelCalls
+from .model_calls import ModelCalls, default_corpus
 from .outputs import ContinueView, InfillColumn, InfillView, SearchView
 from .services import (
     PROGRESS,
@@ -251,7 +251,7 @@ class DemoHandlers(ModelCalls):
     def corpus(self, upload: str | None) -> search.Corpus:
         """The uploaded corpus if any, else the built-in held-out Wikipedia text."""
         if not upload:
-            return _default_corpus()
+            return default_corpus()
         path = Path(upload)
         limit = self.settings.max_upload_mb * 1024 * 1024
         if path.stat().st_size > limit:
@@ -290,15 +290,6 @@ def _tokens_in_range(value: float, most: int, what: str) -> int:
     if not 1 <= n <= most:
         raise gr.Error(f"The {what} must be 1 to {most} tokens.", print_exception=False)
     return n
-
-
-_DEFAULT_CORPUS: list[search.Corpus] = []
-
-
-def _default_corpus() -> search.Corpus:
-    if not _DEFAULT_CORPUS:
-        _DEFAULT_CORPUS.append(search.default_corpus())
-    return _DEFAULT_CORPUS[0]
 
 
 def _seed(seed: float | str | None) -> int | None:

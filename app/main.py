@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -522,6 +523,28 @@ def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
     return engine, dict(engine.loaded.failed)
 
 
+def start_search_warmup(app: MagnetApp) -> threading.Thread:
+    """Embed the default search corpus in the background while the page is served, unless
+    `make prepare` cached it already: the first search then only embeds its query."""
+
+    def warm() -> None:
+        t0 = time.perf_counter()
+        try:
+            done = app.warm_search()
+        except Exception as e:  # a full disk, say: the first search computes them then
+            log.warning("The default search corpus was not embedded ahead: %s", e)
+            return
+        log.info(
+            "Default search corpus after %.1f s: %s",
+            time.perf_counter() - t0,
+            "; ".join(f"{TITLES[s]} {what}" for s, what in done.items()),
+        )
+
+    thread = threading.Thread(target=warm, name="search-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
 def port_taken(host: str, port: int) -> str | None:
     """The one sentence to print when `host:port` cannot be listened on, else None. Checked
     before the model loads (a taken port should not cost the wait), and said again if
@@ -603,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     check_upload_disk(upload_folder, store)
     proxy_env()  # uvicorn trusts no forwarded header; RequestGuard applies MAGNET_TRUSTED_PROXIES
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
+    if settings.demo:
+        start_search_warmup(app)
     try:
         demo.launch(
             server_name=args.host,

@@ -59,6 +59,31 @@ class ModelCalls(Services):
             self.encoders[system] = search.encoder_for(system, self.engine)
         return self.encoders[system]
 
+    def warm_search(self) -> dict[str, str]:
+        """Embed the default corpus with every search system that can run and has no cached
+        vectors for it (`make prepare` usually did it already), one batch at a time with
+        visitors' calls first, so the first search only embeds its query. Run in a thread at
+        start; returns what each system did (for the log)."""
+        corpus = default_corpus()
+        done = {}
+        for system in SEARCH_SYSTEMS:
+            if why := self.availability(system):
+                done[system] = f"unavailable ({why.reason})"
+                continue
+            try:
+                enc = self.encoder(system)
+                if search.is_cached(self.cache_dir, enc, corpus):
+                    done[system] = "cached"
+                    continue
+                t0 = time.perf_counter()
+                search.corpus_index(
+                    _Paced(enc, self.model_gate.background_turn), corpus, self.cache_dir
+                )
+                done[system] = f"embedded in {time.perf_counter() - t0:.0f} s"
+            except MagnetError as e:
+                done[system] = f"failed ({e})"  # the search itself says why, to the visitor
+        return done
+
     def _to_embed(self, corpus: search.Corpus) -> int:
         """Passages the search of `corpus` has to embed: those of every encoder that can run
         and has no cached vectors for it yet."""
@@ -147,18 +172,28 @@ class ModelCalls(Services):
         self._on_device()
         hits: dict[str, list[search.Hit]] = {}
         tables, notes = [], []
-        for n, system in enumerate(SEARCH_SYSTEMS):
+        # one bar over all the passages still to embed (every encoder without cached vectors):
+        # its count and its share are of the same total
+        todo = self._to_embed(corpus) if progress is not None else 0
+        before = 0  # passages of earlier encoders embedded in this call
+        for system in SEARCH_SYSTEMS:
             why = self.availability(system)
             if why:
                 tables.append([[None, None, why.message]])
                 continue
             t0 = time.perf_counter()
+            embedded = [0]
 
-            def report(done: int, total: int, n: int = n, system: str = system) -> None:
-                if progress is not None:
+            def report(
+                done: int, total: int, system: str = system, embedded=embedded, before=before
+            ) -> None:
+                embedded[0] = done
+                if progress is not None and todo:
+                    now = min(before + done, todo)
                     progress(
-                        (n + done / max(total, 1)) / len(SEARCH_SYSTEMS),
-                        desc=f"Embedding the corpus with {TITLES[system]} ({done}/{total})",
+                        now / todo,
+                        desc=f"Embedding the corpus with {TITLES[system]}: "
+                        f"{now:,}/{todo:,} passages",
                     )
 
             with user_errors():
@@ -167,6 +202,7 @@ class ModelCalls(Services):
                     enc, corpus, self.cache_dir, report, max_cache_bytes=self.search_cache_bytes
                 )
                 found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
+            before += embedded[0]
             hits[system] = found
             tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
@@ -176,6 +212,28 @@ class ModelCalls(Services):
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
         headers = ["system", *[TITLES[b] for b in names]]
         return SearchView(tables, gr.update(value=overlap, headers=headers), note)
+
+
+class _Paced(search.Encoder):
+    """An encoder that lets visitors' model calls go first before each batch it embeds (the
+    same vectors and cache key as the encoder it wraps)."""
+
+    def __init__(self, encoder: search.Encoder, turn) -> None:
+        self.encoder, self.turn, self.key = encoder, turn, encoder.key
+
+    def encode(self, texts, batch_size: int = 16):
+        self.turn()
+        return self.encoder.encode(texts, batch_size)
+
+
+_DEFAULT_CORPUS: list[search.Corpus] = []
+
+
+def default_corpus() -> search.Corpus:
+    """The built-in held-out Wikipedia corpus, read once per process."""
+    if not _DEFAULT_CORPUS:
+        _DEFAULT_CORPUS.append(search.default_corpus())
+    return _DEFAULT_CORPUS[0]
 
 
 def _stats(text: str) -> str:

@@ -190,3 +190,38 @@ def test_default_corpus_is_held_out_vital_extracts_and_wikipedia_passages():
     assert titles == sorted(titles) and titles[0] < "C" and titles[-1] > "S"  # spread evenly
     assert search.default_corpus().fingerprint == corpus.fingerprint
     assert f"{len(extracts)} vital-article extracts" in corpus.name
+
+
+def test_the_default_corpus_is_embedded_at_start_so_the_first_search_embeds_the_query(
+    app, monkeypatch
+):
+    from app import model_calls
+
+    corpus = search.Corpus("Default (test)", tuple(PASSAGES))
+    monkeypatch.setattr(model_calls, "_DEFAULT_CORPUS", [corpus])
+    turns = []
+    monkeypatch.setattr(app.model_gate, "background_turn", lambda: turns.append(1))
+    done = app.warm_search()
+    assert set(done.values()) == {"embedded in 0 s"} and len(done) == 4
+    assert turns  # visitors' calls went first, batch by batch
+    assert app.warm_search() == dict.fromkeys(done, "cached")  # a second start embeds nothing
+
+    minilm = app.encoders["minilm"]
+    seen, calls = minilm.seen, []
+    out = app.search("the bird", None, 2, lambda *a, **k: calls.append((a, k)))
+    assert minilm.seen == seen + 1 and not calls  # only the query; no progress bar at all
+    assert out.note.startswith("Default (test): 5 passages")
+
+
+def test_one_honest_progress_bar_over_every_encoder(app, tmp_path):
+    """Count and share of the same total: the passages still to embed, over all encoders
+    (the review saw "(48/210) - 5.7%": a per-encoder count beside a share of all four)."""
+    lines = [f"{p} {i}" for i in range(8) for p in PASSAGES]  # 40 passages, 3 batches each
+    corpus = upload(tmp_path, "c.txt", "\n".join(lines))
+    seen = []
+    app.search("the cat", corpus, 2, lambda share, desc="": seen.append((share, desc)))
+    shares = [s for s, _ in seen]
+    assert shares == sorted(shares) and shares[-1] == 1.0 and shares[0] < 0.1
+    for share, desc in seen:
+        done, total = (int(x.replace(",", "")) for x in desc.split(": ")[1].split()[0].split("/"))
+        assert total == 160 and done / total == pytest.approx(share)

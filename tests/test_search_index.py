@@ -33,7 +33,9 @@ def test_index_embeds_once_then_the_app_path_only_reads(tmp_path):
     corpus_file = tmp_path / "big.txt"
     corpus_file.write_text("\n".join(lines))
     enc = CountingEncoder()
-    built = search.index_corpus(corpus_file, {"bow": enc}, tmp_path, show_progress_bar=False)
+    built = search.index_corpus(
+        search.read_corpus_file(corpus_file), {"bow": enc}, tmp_path, show_progress_bar=False
+    )
     assert enc.seen == 2500 and len(built["bow"]) == 2500
 
     # What the app does with the same file uploaded (caps raised by its settings):
@@ -68,3 +70,35 @@ def test_index_cli_errors_are_one_line(tmp_path, capsys):
     missing = str(tmp_path / "nope.txt")
     assert search.main(["index", missing, "--systems", "minilm"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_prepare_embeds_the_default_corpus_the_app_then_finds(
+    tiny_dir, tmp_path, capsys, monkeypatch
+):
+    """`make prepare`'s second step: the app's default corpus embedded with every search system
+    that can run (an adapter that is not loaded is skipped, said once), into the cache the app's
+    first search reads."""
+    lines = ("the cat sat on the mat .", "the bird flew over the sea .", "fire and water .")
+    corpus = search.Corpus("Default (test)", lines)
+    monkeypatch.setattr(search, "default_corpus", lambda: corpus)
+    flags = ["--base-model", str(tiny_dir), "--adapters", "none", "--device", "cpu"]
+    argv = ["prepare", "--systems", "magnet,base", "--no-progress", *flags]
+    assert search.main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr()
+    assert "base: VectorIndex(n=3" in out.out and "magnet: skipped" in out.err
+    assert "Default (test): vectors cached under" in out.err
+
+    spec = ModelSpec(base=str(tiny_dir), adapters={}, device="cpu", cache_dir=tmp_path / "cache")
+    enc = search.EngineEncoder(Engine.from_spec(spec), "base")
+    assert search.is_cached(tmp_path / "cache", enc, corpus)
+
+
+def test_the_cache_key_names_the_dtype(tiny_dir, tmp_path):
+    """Vectors computed in float32 are not served to a bfloat16 engine (nor back)."""
+    import torch
+
+    spec = ModelSpec(base=str(tiny_dir), adapters={}, device="cpu", cache_dir=tmp_path)
+    engine = Engine.from_spec(spec)
+    key32 = search.EngineEncoder(engine, "base").key
+    engine.model.to(torch.bfloat16)
+    assert search.EngineEncoder(engine, "base").key != key32

@@ -17,6 +17,11 @@ A large corpus is embedded once, ahead of time, into the same cache the app read
 Then the app (with MAGNET_MAX_PASSAGES and MAGNET_MAX_UPLOAD_MB raised to fit the file) only
 embeds the query when that file is uploaded; above EXACT_MAX_VECTORS passages `corpus_index`
 builds the faiss IVF index once per process and keeps it for the next queries.
+
+The default corpus is embedded ahead of time by `make prepare` (and the Docker build), so the
+app's first search only embeds the query:
+
+    python -m magnet_model.inference.search prepare [model flags]
 """
 
 from __future__ import annotations
@@ -203,7 +208,8 @@ class EngineEncoder(Encoder):
         self.engine = engine
         self.adapter = engine.runner.resolve_adapter(adapter)
         ref = engine.loaded.adapters.get(self.adapter, "")
-        self.key = f"{engine.loaded.source}|{self.adapter}|{_file_stamp(ref)}"
+        stamp = _file_stamp(ref)
+        self.key = f"{engine.loaded.source}|{self.adapter}|{stamp}|{engine.runner.dtype}"
 
     def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         return self.engine.embed_sentences(list(texts), adapter=self.adapter, batch_size=batch_size)
@@ -266,14 +272,42 @@ def corpus_vectors(
     ``max_cache_bytes``: after a new file, the least recently used ones go until the cache
     fits (every uploaded corpus adds files; None: no cap)."""
     path = cache_path(cache_dir, encoder, corpus)
+    # one computation per file in this process: a search that comes while the app's start-up
+    # embeds the same corpus waits for those vectors instead of computing them a second time
+    with _computing(path):
+        vecs = _cached(path, len(corpus))
+        if vecs is None:
+            vecs = _compute(encoder, corpus, path, progress, batch_size)
+            if max_cache_bytes is not None:
+                prune_cache(path.parent, max_cache_bytes, keep=path)
+    return vecs
+
+
+def _cached(path: Path, n: int) -> np.ndarray | None:
     if path.is_file():
         try:
             vecs = np.load(path)
-            if vecs.shape[0] == len(corpus):
+            if vecs.shape[0] == n:
                 _touch(path)
                 return vecs
         except (OSError, ValueError):
             pass  # a damaged cache file is recomputed
+    return None
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _computing(path: Path):
+    with _LOCKS_LOCK:
+        lock = _LOCKS.setdefault(str(path), threading.Lock())
+    with lock:
+        yield
+
+
+def _compute(encoder, corpus, path: Path, progress, batch_size: int) -> np.ndarray:
     parts, total = [], len(corpus)
     for start in range(0, total, batch_size):
         if progress:
@@ -286,9 +320,12 @@ def corpus_vectors(
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
     np.save(tmp, vecs)
     os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
-    if max_cache_bytes is not None:
-        prune_cache(path.parent, max_cache_bytes, keep=path)
     return vecs
+
+
+def is_cached(cache_dir: str | os.PathLike, encoder: Encoder, corpus: Corpus) -> bool:
+    """Whether the corpus's vectors for this encoder are in the disk cache."""
+    return cache_path(cache_dir, encoder, corpus).is_file()
 
 
 def _touch(path: Path) -> None:
@@ -383,19 +420,23 @@ def encoder_for(system: str, engine=None) -> Encoder:
     return EngineEncoder(engine, system)
 
 
+def read_corpus_file(path: str | os.PathLike) -> Corpus:
+    """A corpus file read as an upload is, without the app's caps."""
+    path = Path(path)
+    return parse_corpus(path.name, path.read_bytes(), max_passages=None, max_bytes=None)
+
+
 def index_corpus(
-    path: str | os.PathLike,
+    corpus: Corpus,
     encoders: dict[str, Encoder],
     cache_dir: str | os.PathLike,
     batch_size: int = 16,
     show_progress_bar: bool = True,
 ) -> dict[str, VectorIndex]:
-    """Embed the file at `path` (read as an upload is, without the app's caps) with each
-    encoder into the search cache under `cache_dir`, one progress bar per encoder."""
+    """Embed `corpus` with each encoder into the search cache under `cache_dir`, one progress
+    bar per encoder (vectors already cached are read, not recomputed)."""
     from tqdm.auto import tqdm
 
-    path = Path(path)
-    corpus = parse_corpus(path.name, path.read_bytes(), max_passages=None, max_bytes=None)
     out = {}
     for name, encoder in encoders.items():
         with tqdm(
@@ -412,43 +453,72 @@ def index_corpus(
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m magnet_model.inference.search",
-        description="Embed a large search corpus once, into the cache the app's Search tab reads.",
+        description="Embed a search corpus once, into the cache the app's Search tab reads.",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     ix = sub.add_parser("index", help="embed CORPUS (.txt, .csv or .jsonl) with each system")
     ix.add_argument("corpus", help="one passage per line (.txt), a 'text' column or field")
-    ix.add_argument(
-        "--systems",
-        default="magnet,minilm",
-        help=f"comma-separated, of {', '.join(systems.for_task('search'))} (adapters by name)",
+    pre = sub.add_parser(
+        "prepare",
+        help="embed the app's default corpus with every search system (make prepare runs it)",
     )
-    ix.add_argument("--batch-size", type=int, default=16)
-    ix.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    ix.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_model_args(ix)
+    for cmd, default in ((ix, "magnet,minilm"), (pre, ",".join(systems.for_task("search")))):
+        cmd.add_argument(
+            "--systems",
+            default=default,
+            help=f"comma-separated, of {', '.join(systems.for_task('search'))} (adapters by name)",
+        )
+        cmd.add_argument("--batch-size", type=int, default=16)
+        cmd.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+        cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_model_args(cmd)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from .engine import Engine  # the model stack loads only for this command
+        from ..loading import load_model  # the model stack loads only for these commands
+        from .engine import Engine
 
         spec = ModelSpec.from_args(args)
         names = [n.strip() for n in args.systems.split(",") if n.strip()]
-        llm = any(systems.get(n).uses_llm for n in names)
-        engine = Engine.from_spec(spec) if llm else None
+        engine = None
+        if any(systems.get(n).uses_llm for n in names):
+            # as the app loads it: an adapter that does not load is left out, not fatal
+            engine = Engine(load_model(spec, skip_failed_adapters=args.cmd == "prepare"))
+        if args.cmd == "prepare":
+            corpus = default_corpus()
+            names = _runnable(names, engine)
+        else:
+            corpus = read_corpus_file(args.corpus)
         encoders = {n: encoder_for(n, engine) for n in names}
         built = index_corpus(
-            args.corpus, encoders, spec.cache_dir, args.batch_size, not args.no_progress
+            corpus, encoders, spec.cache_dir, args.batch_size, not args.no_progress
         )
     except (MagnetError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for name, index in built.items():
         print(f"{name}: {index!r}")
-    print(f"Vectors cached under {Path(spec.cache_dir) / 'search'}.", file=sys.stderr)
+    print(
+        f"{corpus.name}: vectors cached under {Path(spec.cache_dir) / 'search'}.", file=sys.stderr
+    )
     return 0
+
+
+def _runnable(names: list[str], engine) -> list[str]:
+    """The systems the app would run: an adapter that is not loaded is skipped, said once."""
+    loaded = set(engine.runner.adapter_names) if engine is not None else set()
+    keep = []
+    for name in names:
+        adapter = systems.get(name).adapter
+        if adapter is not None and adapter not in loaded:
+            why = engine.loaded.failed.get(adapter) if engine is not None else None
+            print(f"{name}: skipped ({why or 'adapter not loaded'})", file=sys.stderr)
+        else:
+            keep.append(name)
+    return keep
 
 
 if __name__ == "__main__":
