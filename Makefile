@@ -17,6 +17,8 @@ setup: $(STAMP)
 # `make deps DEV=` and `make prepare DEV=` (a venv made that way has no pytest: `make clean-venv`
 # before `make test`).
 DEV ?= requirements-dev.txt
+# `make test` runs the suite in one pytest-xdist worker per core (TEST_WORKERS=0: in this process)
+TEST_WORKERS ?= auto
 
 # the pinned dependencies alone (the Dockerfile runs this before the code is copied in)
 deps: $(DEPS)
@@ -41,7 +43,7 @@ run: setup
 	$(BIN)/python -m app
 
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -6,9 +6,28 @@ several conftest modules under the same name).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
+
+# `make test` runs the suite in pytest-xdist workers (one per core): each worker's torch gets
+# its share of the cores, so that two workers' threads do not spin-wait for each other
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def pytest_configure(config):
+    if WORKERS > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of one shared PostgreSQL database run in one worker (--dist loadgroup): each
+    drops and recreates the schema, which another worker's test must not see mid-way."""
+    for item in items:
+        if item.get_closest_marker("postgres") or "pg_store" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("postgres"))
 
 
 @pytest.fixture
