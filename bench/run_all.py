@@ -31,6 +31,7 @@ BENCHES = [
     ("app_load", "bench_app_load.py", "6. The app under load"),
     ("memory", "bench_memory.py", "7. Memory"),
     ("startup", "bench_startup.py", "8. Start-up"),
+    ("first_search", "bench_first_search.py", "8b. The first Search of a fresh start"),
     ("training", "bench_training.py", "9. Training step against the FLOP bound"),
 ]
 
