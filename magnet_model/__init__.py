@@ -10,7 +10,8 @@ imports inference, and the ground floor imports neither (tests/test_layout.py):
                  vector_index.py, sampling.py, blanks.py
     training/    views.py (batches) -> objectives.py (losses) -> train.py (the trainer CLI),
                  sweep.py, card.py, publish.py
-    evaluation/  evaluate.py (the evaluator CLI), scoring.py, probe.py, retrieval.py,
+    evaluation/  evaluate.py (the evaluator CLI), report.py (targets, results.md), scoring.py,
+                 probe.py, retrieval.py,
                  speed.py, calibrate.py (the <span_end> calibration of a trained adapter)
     (ground)     tokens, layout, masks, pooling, loading, assets, settings, errors, data,
                  metrics, systems (the one table of systems), adapter_meta, span_end, ...

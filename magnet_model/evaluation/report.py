@@ -1,0 +1,345 @@
+"""What an evaluation run means and how it reads: the issue's targets judged on a report, the
+Markdown table (results.md) and the files a run writes (results.md, results.json).
+
+A report is the dict `evaluate.evaluate` returns: tasks -> systems -> measured numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import systems as table
+from ..systems import MINILM, TITLES
+
+TASKS = ("infill", "sts", "retrieval", "probe", "repetition", "knowledge")
+DOMAINS = ("wikipedia", "news")  # infill: held-out Wikipedia (or --heldout), Lee news
+PRIMARY_DOMAIN = "wikipedia"
+# The prompted baselines (systems table), run on the base model by the infill task, as
+# (key in results.json, system name).
+PROMPTED_ROWS = [s for s in table.SYSTEMS if s.kind == table.PROMPTED]
+PROMPTED_KEYS = tuple((s.name.replace("-", "_"), s.name) for s in PROMPTED_ROWS)
+
+
+def domain_key(domain: str) -> str:
+    """Where a domain's numbers sit in a system's result: the first at the top (the keys the
+    sweep and older reports read), any other under its name."""
+    return "" if domain == PRIMARY_DOMAIN else domain
+
+
+# ---------------------------------------------------------------- targets
+
+
+@dataclass
+class Target:
+    task: str
+    row: str  # the table row it belongs to
+    text: str
+    met: bool | None  # None: a system it needs was not measured
+
+
+def _get(report: dict, task: str, system: str, *keys):
+    node = report["tasks"].get(task, {}).get("systems", {}).get(system)
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node if isinstance(node, int | float) and not math.isnan(node) else None
+
+
+def _cmp(a, b, ok: Callable) -> bool | None:
+    return None if a is None or b is None else bool(ok(a, b))
+
+
+def check_targets(report: dict) -> list[Target]:
+    """The issue's targets, each judged on what this run measured."""
+    g = _get
+    prompted = [g(report, "infill", "base", f"{k}_ppl") for k, _ in PROMPTED_KEYS]
+    best = min((p for p in prompted if p is not None), default=None)
+    base_rep = g(report, "repetition", "base", "rep_4")
+    hybrid = g(report, "infill", "magnet", "hybrid_ppl")
+    left = g(report, "infill", "base", "causal_left_ppl")
+    out = [
+        Target(
+            "infill",
+            "span PPL, hybrid layout (left + right context)",
+            "magnet <= 0.70 x best prompted base",
+            _cmp(hybrid, best, lambda m, b: m <= 0.7 * b),
+        ),
+        Target(
+            "infill",
+            "span PPL, hybrid layout (left + right context)",
+            "magnet <= 0.80 x base left-only",
+            _cmp(hybrid, left, lambda m, b: m <= 0.8 * b),
+        ),
+        Target(
+            "sts",
+            "Spearman x 100",
+            "magnet >= 75",
+            _cmp(g(report, "sts", "magnet", "spearman"), 75.0, lambda m, t: m >= t),
+        ),
+    ]
+    for d in report.get("domains", [PRIMARY_DOMAIN]):
+        out += _fill_targets(report, d)
+    for task, row in (("pos", "POS accuracy"), ("chunk", "chunking accuracy")):
+        m, b = (
+            g(report, "probe", "magnet", task, "accuracy"),
+            g(report, "probe", "base", task, "accuracy"),
+        )
+        out.append(Target("probe", row, "magnet > base", _cmp(m, b, lambda x, y: x > y)))
+    m, b = g(report, "probe", "magnet", "ner", "f1"), g(report, "probe", "base", "ner", "f1")
+    out.append(
+        Target("probe", "NER F1 (non-O words)", "magnet > base", _cmp(m, b, lambda x, y: x > y))
+    )
+    out += [
+        Target(
+            "repetition",
+            "Rep-4",
+            "magnet <= 1.5 x base",
+            _cmp(g(report, "repetition", "magnet", "rep_4"), base_rep, lambda m, b: m <= 1.5 * b),
+        ),
+        Target(
+            "repetition",
+            "Rep-4",
+            "llm2vec > 1.5 x base",
+            _cmp(g(report, "repetition", "llm2vec", "rep_4"), base_rep, lambda m, b: m > 1.5 * b),
+        ),
+        Target(
+            "knowledge",
+            "causal PPL / base",
+            "magnet <= 1.05",
+            _cmp(g(report, "knowledge", "magnet", "ratio_to_base"), 1.05, lambda m, t: m <= t),
+        ),
+    ]
+    return out
+
+
+def _label(label: str, domain: str) -> str:
+    """A row's label in one infill domain: as it was for the first, ', news' for news."""
+    return f"{label}, {domain}" if domain_key(domain) else label
+
+
+def _fill_targets(report: dict, domain: str) -> list[Target]:
+    """The fill targets of one domain: MAGNET stops by <span_end> and writes spans of about
+    the true length; no system's fill holds a token that is no text; prompted fills are not
+    empty."""
+    g, at = _get, (domain_key(domain),) if domain_key(domain) else ()
+    out = [
+        Target(
+            "infill",
+            _label("infills that stop by themselves (<span_end>)", domain),
+            "magnet >= 80%",
+            _cmp(g(report, "infill", "magnet", *at, "stop_share"), 0.8, lambda m, t: m >= t),
+        ),
+        Target(
+            "infill",
+            _label("infill length / true span length", domain),
+            "magnet 0.7-1.5",
+            _cmp(
+                g(report, "infill", "magnet", *at, "length_ratio"),
+                1.5,
+                lambda m, t: 0.7 <= m <= t,
+            ),
+        ),
+        Target(
+            "infill",
+            _label(WITHIN_30, domain),
+            "magnet >= 50%",
+            _cmp(g(report, "infill", "magnet", *at, "within_30_share"), 0.5, lambda m, t: m >= t),
+        ),
+        Target(
+            "infill",
+            _label(JUNK, domain),
+            "magnet 0%",
+            _cmp(g(report, "infill", "magnet", *at, "junk_share"), 0.0, lambda m, t: m == t),
+        ),
+    ]
+    for key, name in PROMPTED_KEYS:
+        fills = (*at, f"{key}_fills")
+        out += [
+            Target(
+                "infill",
+                _label(f"{JUNK}, prompted {name}", domain),
+                "base 0%",
+                _cmp(g(report, "infill", "base", *fills, "junk_share"), 0.0, lambda m, t: m == t),
+            ),
+            Target(
+                "infill",
+                _label(f"{EMPTY}, prompted {name}", domain),
+                "base <= 5%",
+                _cmp(g(report, "infill", "base", *fills, "empty_share"), 0.05, lambda m, t: m <= t),
+            ),
+        ]
+    return out
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+WITHIN_30 = "infills within ±30% of the true length (tokens)"
+EMPTY = "empty infills"
+JUNK = "infills with a never-trained or special token"
+# (row label, path into a system's result, format) of one infill domain
+FILL_ROWS = [
+    ("infill length / true span length", ("length_ratio",), "{:.2f}"),
+    (WITHIN_30, ("within_30_share",), "{:.0%}"),
+    (EMPTY, ("empty_share",), "{:.0%}"),
+    (JUNK, ("junk_share",), "{:.0%}"),
+]
+INFILL_ROWS = [
+    ("span PPL, hybrid layout (left + right context)", ("hybrid_ppl",), "{:.2f}"),
+    ("span PPL incl. end token, hybrid layout", ("hybrid_ppl_with_end",), "{:.2f}"),
+    ("span PPL, prompted zero-shot", ("zero_shot_ppl",), "{:.2f}"),
+    ("span PPL, prompted five-shot", ("five_shot_ppl",), "{:.2f}"),
+    ("span PPL, left context only (causal)", ("causal_left_ppl",), "{:.2f}"),
+    ("mean NLL of <span_end> at the true end (nats)", ("end_nll_mean",), "{:.2f}"),
+    ("AUC of p(<span_end>): true end vs. the other span positions", ("end_auc",), "{:.3f}"),
+    ("infills that stop by themselves (<span_end>)", ("stop_share",), "{:.0%}"),
+    ("infills that stop where they run into the right context", ("joined_share",), "{:.0%}"),
+    ("infills that end inside the blank (either way)", ("fit_share",), "{:.0%}"),
+    *FILL_ROWS,
+    *(
+        row
+        for key, name in PROMPTED_KEYS
+        for row in (
+            (
+                f"prompted {name} replies that ended before the cap (stop token or line break)",
+                (f"{key}_fills", "ended_share"),
+                "{:.0%}",
+            ),
+            *(
+                (f"{label}, prompted {name}", (f"{key}_fills", *path), fmt)
+                for label, path, fmt in FILL_ROWS
+            ),
+        )
+    ),
+]
+# (task, row label, path into a system's result, format)
+ROWS = [
+    *(
+        ("infill", _label(label, d), (*((domain_key(d),) if domain_key(d) else ()), *path), fmt)
+        for d in DOMAINS
+        for label, path, fmt in INFILL_ROWS
+    ),
+    ("sts", "Spearman x 100", ("spearman",), "{:.2f}"),
+    ("retrieval", "recall@1 (description -> held-out extract)", ("recall_at_1",), "{:.1%}"),
+    ("retrieval", "MRR", ("mrr",), "{:.3f}"),
+    ("probe", "POS accuracy", ("pos", "accuracy"), "{:.2%}"),
+    ("probe", "chunking accuracy", ("chunk", "accuracy"), "{:.2%}"),
+    ("probe", "NER F1 (non-O words)", ("ner", "f1"), "{:.2%}"),
+    ("probe", "NER accuracy", ("ner", "accuracy"), "{:.2%}"),
+    ("repetition", "Rep-4", ("rep_4",), "{:.4f}"),
+    ("repetition", "Rep-4, passage starts", ("passage_prompts", "rep_4"), "{:.4f}"),
+    ("repetition", "Rep-4, short open prompts", ("open_prompts", "rep_4"), "{:.4f}"),
+    ("repetition", "Rep-Sen", ("rep_sen",), "{:.4f}"),
+    ("knowledge", "causal PPL", ("ppl",), "{:.2f}"),
+    ("knowledge", "causal PPL / base", ("ratio_to_base",), "{:.3f}"),
+]
+TASK_TITLES = {
+    "infill": "Infilling",
+    "sts": "STS-B",
+    "retrieval": "Retrieval",
+    "probe": "Token probe",
+    "repetition": "Repetition",
+    "knowledge": "Knowledge",
+}
+
+
+def _cell(result: dict | None, path: tuple, fmt: str) -> str:
+    if result is None:
+        return ""
+    if "n/a" in result:
+        return "n/a"
+    node = result
+    for k in path:
+        node = node.get(k) if isinstance(node, dict) else None
+    if node is None or (isinstance(node, float) and math.isnan(node)):
+        return "–"
+    return fmt.format(node)
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "yes", False: "no", None: "n/a"}[met]
+
+
+def _column(system: str) -> str:
+    """A system as the tables name it: as given to --systems (magnet@mean reads as typed), the
+    sentence encoder by its model's name."""
+    return TITLES[MINILM] if system == MINILM else system
+
+
+def render_markdown(report: dict) -> str:
+    """The side-by-side table, then sizes, timings, hardware and the reasons for every n/a."""
+    systems = list(report["systems"])
+    targets = [Target(**t) for t in report["targets"]]
+    head = ["task", "metric", *(_column(s) for s in systems), "target", "met?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for task, label, path, fmt in ROWS:
+        if task not in report["tasks"]:
+            continue
+        res = report["tasks"][task]["systems"]
+        cells = [_cell(res.get(s), path, fmt) for s in systems]
+        if all(c in ("–", "n/a", "") for c in cells):
+            continue
+        mine = [t for t in targets if t.task == task and t.row == label]
+        target = "; ".join(t.text for t in mine)
+        met = "; ".join(_verdict(t.met) for t in mine)
+        lines.append(
+            f"| {TASK_TITLES[task]} | {label} | " + " | ".join(cells) + f" | {target} | {met} |"
+        )
+    lines += ["", "n/a: " + _na_notes(report), ""]
+    lines += _timing_table(report)
+    hw = report["hardware"]
+    lines += [
+        "",
+        f"Hardware: {hw['cpu']} ({hw['cores']} cores), torch {hw['torch']} with "
+        f"{hw['torch_threads']} threads, device {hw['device']}"
+        + (f" ({hw['gpu']})" if hw.get("gpu") else "")
+        + f", {hw['dtype']}.",
+        "",
+        f"Command: `{report['command']}`"
+        + (" (quick mode: small samples)" if report["quick"] else ""),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _na_notes(report: dict) -> str:
+    """One note per (system, reason), naming the tasks it covers."""
+    notes: dict[tuple[str, str], list[str]] = {}
+    for task, t in report["tasks"].items():
+        for s, r in t["systems"].items():
+            if "n/a" in r:
+                notes.setdefault((_column(s), r["n/a"]), []).append(task)
+    parts = [f"{s} ({', '.join(tasks)}): {reason}" for (s, reason), tasks in notes.items()]
+    return "; ".join(parts) + "." if parts else "none."
+
+
+def _timing_table(report: dict) -> list[str]:
+    lines = ["| task | sizes | seconds |", "|---|---|---|"]
+    for task, t in report["tasks"].items():
+        sizes = ", ".join(f"{k} {_fmt_size(v)}" for k, v in t["sizes"].items())
+        lines.append(f"| {TASK_TITLES[task]} | {sizes} | {t['seconds']:.1f} |")
+    return lines
+
+
+def _fmt_size(v) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def write_outputs(report: dict, output: Path) -> tuple[Path, Path]:
+    output.mkdir(parents=True, exist_ok=True)
+    md, js = output / "results.md", output / "results.json"
+    md.write_text(render_markdown(report))
+    js.write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    return md, js
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
