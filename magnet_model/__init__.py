@@ -11,8 +11,7 @@ imports inference, and the ground floor imports neither (tests/test_layout.py):
     training/    views.py (batches) -> objectives.py (losses) -> train.py (the trainer CLI),
                  sweep.py, card.py, publish.py
     evaluation/  evaluate.py (the evaluator CLI), report.py (targets, results.md), scoring.py,
-                 probe.py, retrieval.py,
-                 speed.py, calibrate.py (the <span_end> calibration of a trained adapter)
+                 probe.py, retrieval.py, speed.py, calibrate.py (the <span_end> calibration)
     (ground)     tokens, layout, masks, pooling, loading, assets, settings, errors, data,
                  metrics, systems (the one table of systems), adapter_meta, span_end, ...
 
