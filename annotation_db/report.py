@@ -46,6 +46,13 @@ img{max-width:100%;height:auto} .excluded{color:#b91c1c}
 """
 
 
+def _question(q) -> str:
+    """"name: prompt", with the kind only when the name does not already say it (not
+    "appropriate (appropriate): ...")."""
+    kind = "" if q.kind == q.name else f" ({html.escape(q.kind)})"
+    return f"<b>{html.escape(q.name)}</b>{kind}: {html.escape(q.prompt)}"
+
+
 def write_report(
     store: AnnotationStore,
     study: str,
@@ -97,7 +104,7 @@ def render_report(
         f"{res.progress.judgments_done} of {res.progress.judgments_needed} judgments done "
         f"({res.progress.share_done:.0%}).</p>",
         "<p>Questions: "
-        + "; ".join(f"<b>{e(q.name)}</b> ({e(q.kind)}): {e(q.prompt)}" for q in info.questions)
+        + "; ".join(_question(q) for q in info.questions)
         + "</p>",
     ]
     if info.instructions:

@@ -227,10 +227,12 @@ class AdminHandlers(ModelCalls):
                 print_exception=False,
             )
         info, reused = job.info, job.reused
+        # systems apart by semicolons (their titles have commas); the checks come on top of
+        # the items, so "plus", not "(2 attention checks)" that read as among them (tour m16)
         msg = (
-            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
-            f"({render.plural(info.n_gold, 'attention check')}), systems "
-            f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
+            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} plus "
+            f"{render.plural(info.n_gold, 'attention check')}; systems: "
+            f"{'; '.join(TITLES.get(s, s) for s in info.systems)}."
         )
         if reused:
             msg += f" Resumed: {reused} outputs had been made before the restart."

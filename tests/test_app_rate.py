@@ -221,7 +221,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         "Be kind",
         3,
     )
-    assert msg.startswith("Created study 'study1': 3 items (1 attention check), systems MAGNET")
+    assert msg.startswith("Created study 'study1': 3 items plus 1 attention check; systems: MAGNET")
     assert dropdown["value"] == "study1"
     created, outputs = app.store.items("study1")
     regular = [o for o in outputs if not o.gold_role]
