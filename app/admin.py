@@ -245,12 +245,19 @@ class AdminHandlers(ModelCalls):
         self.model_gate.background_turn()
         return self.compare_infill(text, systems, decoding)
 
-    def admin_preset(self, request: gr.Request | None, preset: str = "paper") -> StudyForm:
+    def admin_preset(
+        self, request: gr.Request | None, name: str | None = "", preset: str = "paper"
+    ) -> StudyForm:
         """The paper's protocol in the form (item kind, items, systems, questions, raters,
-        checks, max span, instructions); the study is made when the admin clicks create."""
+        checks, max span, instructions), and a free name ("paper-1", "paper-2", ...) unless one
+        is typed; the study is made when the admin clicks create."""
         self._admin(request)
         p = studies.PAPER
+        taken = {s.name for s in self.store.list_studies()} | set(studies.unfinished(self.store))
+        names = (f"{preset}-{i}" for i in range(1, len(taken) + 2))
+        free = next(n for n in names if n not in taken)
         return StudyForm(
+            name=(name or "").strip() or free,
             item_kind=p.item_kind,
             n_items=p.n_items,
             systems=list(p.systems),

@@ -97,6 +97,8 @@ CSS = """
                     border-radius: 0.25em; }
 .filled sup.fill-n { font-size: 0.7em; color: #92400e; margin-left: 0.1em; }
 .filled-box { padding: 0.5em 0.75em; }
+/* the Infill columns: the text flush with its title, not ~33 px in (three paddings; tour p6) */
+.infill-col .filled-box, .infill-col .html-container { padding-left: 0; padding-right: 0; }
 .rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
 .rate-out-title { padding: 0.4em 0.75em; font-weight: 600; }
 .search-table table th { white-space: nowrap; }
@@ -426,6 +428,7 @@ def _admin_tab(app: MagnetApp) -> None:
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
     form = StudyForm.wire(
+        name=name,
         item_kind=item_kind,
         n_items=n_items,
         systems=systems,
@@ -436,7 +439,10 @@ def _admin_tab(app: MagnetApp) -> None:
         instructions=instructions,
     )
     paper.click(
-        said_in(app.admin_preset, len(form), len(form)), outputs=[*form, create_msg], **RATING
+        said_in(app.admin_preset, len(form), len(form)),
+        inputs=name,
+        outputs=[*form, create_msg],
+        **RATING,
     )
     for box in (p1, p2, icc, raters, n_items):
         box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)

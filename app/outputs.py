@@ -214,6 +214,7 @@ class AdminPanel(Outputs):
 class StudyForm(Outputs):
     """The new-study form's values (a preset fills them all)."""
 
+    name: str
     item_kind: str
     n_items: int
     systems: list[str]

@@ -133,5 +133,6 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
             _inline(app.rate_submit, len(view)),
             inputs=[token, shown_item, *answers, preference, comment],
             outputs=[*view, message],
+            show_progress_on=submit,  # not a spinner and timer over every block (tour p7)
             **RATING,
         )

@@ -12,6 +12,7 @@ import pytest
 from app_fixtures import admin_request, fake_request, make_app
 from tiny_models import tiny_engine
 
+from annotation_db import ItemIn, OutputIn
 from app import studies
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
@@ -51,6 +52,13 @@ def test_paper_preset_fills_the_form(engine, tmp_path):
     assert "contextually appropriate" in studies.PAPER_QUESTION
     with pytest.raises(gr.Error):
         app.admin_preset(fake_request())
+    # the name too (tour p5): a free "paper-N" unless the admin typed one
+    assert form.name == "paper-1"
+    app.store.create_study(
+        "paper-1", [ItemIn("i", "a [blank] b", ["x"])], [OutputIn("i", "magnet", "a x b", ["x"])]
+    )
+    assert app.admin_preset(admin_request(app), "  ").name == "paper-2"
+    assert app.admin_preset(admin_request(app), " mine ").name == "mine"
 
 
 def test_sentence_study_from_held_out_passages(engine, tmp_path):

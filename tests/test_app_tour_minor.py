@@ -168,3 +168,10 @@ def test_a_bad_link_gets_one_capitalised_sentence_and_no_empty_boxes(app, demo):
 def _invite(app) -> str:
     _study(app, "p8")
     return app.store.invite("p8", "Ada").token
+
+
+def test_submit_shows_its_progress_on_the_button_only(demo):
+    """p7: each "Submit and next" covered every block with a spinner and a "0.1s" timer."""
+    (submit,) = _fns(demo, "rate_submit")
+    (button,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "rate-submit"]
+    assert [c._id for c in submit.show_progress_on] == [button._id]

@@ -169,6 +169,12 @@ def _open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name).first.click()
 
 
+def _pick_study(page, name: str) -> None:
+    """The Study list set to name (the blind vote's "arena" study is the newest otherwise)."""
+    page.get_by_label("Study", exact=True).click()
+    page.get_by_role("option", name=name, exact=True).click()
+
+
 def _shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -299,6 +305,7 @@ def test_end_to_end_in_chromium(served, page):
         "Pick a study and type the rater's id (see Progress)."
     )
     _shot(page, "admin-refused")
+    _pick_study(page, "e2e")
     page.get_by_role("button", name="Results", exact=True).click()  # study e2e: one vote
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")
     note.first.wait_for(state="attached")  # a cell of the results table
@@ -328,7 +335,20 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     assert phone.locator(".infill-col p.filled mark.fill").count() == 3  # inline, one per column
     # no word is broken across lines: the paragraph wraps at spaces only
     assert paragraphs.first.evaluate("e => getComputedStyle(e).wordBreak") == "normal"
+    # flush with the column's title, not indented by three paddings (tour p6)
+    left = "e => e.getBoundingClientRect().left"
+    indent = paragraphs.first.evaluate(left) - phone.locator(".infill-col").first.evaluate(left)
+    assert indent < 4, indent
     _shot(phone, "infill-phone")
+    # blind on a phone: after the vote the names sit on the columns, not a scroll away
+    phone.get_by_label("Compare blind (vote before the names are shown)").check()
+    phone.locator("#infill-run").click()
+    cols = phone.locator(".infill-col")
+    expect(cols.first).to_contain_text("shown after the vote", timeout=TIMEOUT_MS)
+    phone.locator("label", has_text="Output B").click()
+    phone.get_by_role("button", name="Vote").click()
+    expect(cols.nth(1).get_by_role("heading")).to_contain_text("B = ")
+    _shot(phone, "infill-blind-voted-phone")
 
     _open_tab(phone, "Search")
     phone.get_by_label("Query").fill("the bird flew")
@@ -375,6 +395,7 @@ def test_paper_preset_planner_and_report_in_chromium(served, page, phone):
         re.compile("one sentence removed"), timeout=TIMEOUT_MS
     )
     _shot(page, "admin-paper-preset")
+    _pick_study(page, "e2e")
     page.locator("#admin-report").click()
     expect(page.get_by_text("e2e.html").first).to_be_visible(timeout=TIMEOUT_MS)
 
