@@ -36,12 +36,21 @@ N_EXAMPLES = 5
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
 color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.5rem 0 1.5rem}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem;display:block;overflow-x:auto;
+max-width:100%}
 th,td{border:1px solid #ccc;padding:.25rem .6rem;text-align:left;vertical-align:top}
 th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
 .fill{background:#fde68a;padding:0 .15rem} .note{color:#555;font-size:.9rem}
-img{max-width:100%} .excluded{color:#b91c1c}
+img{max-width:100%;height:auto} .excluded{color:#b91c1c}
+@media (max-width:40rem){body{margin:1rem auto;font-size:1rem}th,td{padding:.2rem .4rem}}
 """
+
+
+def _question(q) -> str:
+    """"name: prompt", with the kind only when the name does not already say it (not
+    "appropriate (appropriate): ...")."""
+    kind = "" if q.kind == q.name else f" ({html.escape(q.kind)})"
+    return f"<b>{html.escape(q.name)}</b>{kind}: {html.escape(q.prompt)}"
 
 
 def write_report(
@@ -84,6 +93,8 @@ def render_report(
     e = html.escape
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        # a phone lays the page out at its own width, not 980 px of tiny text
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>Study report: {e(info.name)}</title><style>{CSS}</style></head><body>",
         f"<h1>Study report: {e(info.name)}</h1>",
         "<p class='note'>Generated "
@@ -93,7 +104,7 @@ def render_report(
         f"{res.progress.judgments_done} of {res.progress.judgments_needed} judgments done "
         f"({res.progress.share_done:.0%}).</p>",
         "<p>Questions: "
-        + "; ".join(f"<b>{e(q.name)}</b> ({e(q.kind)}): {e(q.prompt)}" for q in info.questions)
+        + "; ".join(_question(q) for q in info.questions)
         + "</p>",
     ]
     if info.instructions:

@@ -227,10 +227,12 @@ class AdminHandlers(ModelCalls):
                 print_exception=False,
             )
         info, reused = job.info, job.reused
+        # systems apart by semicolons (their titles have commas); the checks come on top of
+        # the items, so "plus", not "(2 attention checks)" that read as among them (tour m16)
         msg = (
-            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} "
-            f"({render.plural(info.n_gold, 'attention check')}), systems "
-            f"{', '.join(TITLES.get(s, s) for s in info.systems)}."
+            f"Created study '{info.name}': {render.plural(info.n_items, 'item')} plus "
+            f"{render.plural(info.n_gold, 'attention check')}; systems: "
+            f"{'; '.join(TITLES.get(s, s) for s in info.systems)}."
         )
         if reused:
             msg += f" Resumed: {reused} outputs had been made before the restart."
@@ -243,12 +245,19 @@ class AdminHandlers(ModelCalls):
         self.model_gate.background_turn()
         return self.compare_infill(text, systems, decoding)
 
-    def admin_preset(self, request: gr.Request | None, preset: str = "paper") -> StudyForm:
+    def admin_preset(
+        self, request: gr.Request | None, name: str | None = "", preset: str = "paper"
+    ) -> StudyForm:
         """The paper's protocol in the form (item kind, items, systems, questions, raters,
-        checks, max span, instructions); the study is made when the admin clicks create."""
+        checks, max span, instructions), and a free name ("paper-1", "paper-2", ...) unless one
+        is typed; the study is made when the admin clicks create."""
         self._admin(request)
         p = studies.PAPER
+        taken = {s.name for s in self.store.list_studies()} | set(studies.unfinished(self.store))
+        names = (f"{preset}-{i}" for i in range(1, len(taken) + 2))
+        free = next(n for n in names if n not in taken)
         return StudyForm(
+            name=(name or "").strip() or free,
             item_kind=p.item_kind,
             n_items=p.n_items,
             systems=list(p.systems),
@@ -333,6 +342,18 @@ class AdminHandlers(ModelCalls):
             res = self.store.results(study)
         return AdminResults(_results_rows(res), res.to_dict(), _rates_plot(res))
 
+    def admin_study_status(self, request: gr.Request | None, study: str | None) -> gr.update:
+        """The status radio when a study is picked: that study's own status, so that "Set
+        status" changes nothing unless the admin picks another one."""
+        if not self._is_admin(request):
+            return gr.skip()
+        if not study:
+            return gr.update(value=None)
+        try:
+            return gr.update(value=self.store.study(study).status)
+        except AnnotationError:  # gone meanwhile: no status to show
+            return gr.update(value=None)
+
     def admin_status(self, request: gr.Request | None, study: str, status: str) -> str:
         """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
         self._admin(request)
@@ -343,7 +364,9 @@ class AdminHandlers(ModelCalls):
         log.info("Study %r set to %s by the admin", info.name, info.status)
         return f"Study '{info.name}' is now {info.status}."
 
-    def admin_revoke(self, request: gr.Request | None, study: str, rater_id: float | None) -> str:
+    def admin_revoke(
+        self, request: gr.Request | None, study: str, rater_id: float | str | None
+    ) -> str:
         """Make one rater's invite link stop working (their answers so far are kept)."""
         self._admin(request)
         rater = _rater_id(study, rater_id)
@@ -355,7 +378,9 @@ class AdminHandlers(ModelCalls):
             f"their {r.done} answers are kept."
         )
 
-    def admin_new_link(self, request: gr.Request | None, study: str, rater_id: float | None) -> str:
+    def admin_new_link(
+        self, request: gr.Request | None, study: str, rater_id: float | str | None
+    ) -> str:
         """A new invite link for one rater (the old one stops working; answers are kept)."""
         self._admin(request)
         rater = _rater_id(study, rater_id)
@@ -419,8 +444,12 @@ class AdminHandlers(ModelCalls):
         )
 
 
-def _rater_id(study: str, rater_id: float | None) -> int:
-    """The rater id typed in Admin, or one sentence saying what is missing."""
+def _rater_id(study: str, rater_id: float | str | None) -> int:
+    """The rater id typed in Admin (a text box: a number box shows 0 before anything is typed),
+    or one sentence saying what is missing."""
+    if isinstance(rater_id, str):
+        text = rater_id.strip()
+        rater_id = int(text) if text.isdigit() and len(text) < 19 else None
     ok = isinstance(rater_id, int | float) and math.isfinite(rater_id)
     if not study or not ok or rater_id != int(rater_id) or rater_id < 1:
         raise gr.Error(
@@ -445,6 +474,11 @@ def _interval(low, high, note: str | None, fmt: str) -> str:
     return f"[{fmt.format(low)}, {fmt.format(high)}]"
 
 
+def _number(x, fmt: str) -> str:
+    """x in fmt, or a dash where there is no number (None, NaN: no ratings yet)."""
+    return "–" if x is None or x != x else fmt.format(x)
+
+
 def _results_rows(res) -> list[list]:
     """[what, n, estimate, 95% interval] for every number of a study's results, in words;
     below the minimum n the interval column says "not enough votes"."""
@@ -453,8 +487,11 @@ def _results_rows(res) -> list[list]:
         title = TITLES.get(s.system, s.system)
         if s.appropriate is not None:
             a = s.appropriate
-            iv = _interval(a.low, a.high, None, "{:.0%}") if a.n else "no ratings yet"
-            rows.append([f"{title}: judged appropriate", a.n, f"{a.share:.0%}", iv])
+            # the same rule as every other row (the table's caption): an interval from min_n on
+            iv = _interval(a.low, a.high, not_enough(a.n, res.min_n), "{:.0%}")
+            iv = iv if a.n else "no ratings yet"
+            share = _number(a.share if a.n else None, "{:.0%}")  # never "nan%"
+            rows.append([f"{title}: judged appropriate", a.n, share, iv])
         for q, m in s.likert.items():
             iv = _interval(m.low, m.high, not_enough(m.n, res.min_n), "{:.2f}")
             mean = f"{m.mean:.2f}" if m.n else "–"
@@ -462,11 +499,11 @@ def _results_rows(res) -> list[list]:
     for p in res.pairwise:
         a, b = TITLES.get(p.system_a, p.system_a), TITLES.get(p.system_b, p.system_b)
         iv = _interval(p.low, p.high, p.note, "{:.0%}")
-        rows.append([f"{a} beats {b} (ties count half)", p.n, f"{p.win_rate_a:.0%}", iv])
+        rows.append([f"{a} beats {b} (ties count half)", p.n, _number(p.win_rate_a, "{:.0%}"), iv])
     for b in res.bradley_terry:
         title = TITLES.get(b.system, b.system)
         iv = _interval(b.low, b.high, b.note, "{:+.2f}")
-        rows.append([f"{title}: Bradley–Terry strength", b.n, f"{b.score:+.2f}", iv])
+        rows.append([f"{title}: Bradley–Terry strength", b.n, _number(b.score, "{:+.2f}"), iv])
     return rows
 
 

@@ -24,7 +24,7 @@ from magnet_model.systems import TITLES
 
 from . import render, studies
 from .model_calls import ModelCalls, default_corpus
-from .outputs import ContinueView, InfillColumn, InfillView, SearchView
+from .outputs import ContinueView, InfillColumn, InfillView, SearchView, VoteView
 from .services import (
     PROGRESS,
     VOTE_WINDOW_S,
@@ -157,8 +157,15 @@ class DemoHandlers(ModelCalls):
         )
         return InfillView(cols, state, gr.update(visible=blind), reveal)
 
-    def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> tuple:
-        """Store a blind vote through annotation_db, then reveal the names -> (reveal, state)."""
+    def vote(self, state: dict | None, choice: str, request: gr.Request | None = None) -> VoteView:
+        """Store a blind vote through annotation_db, then reveal the names: in the list under
+        the columns and on the columns themselves (title and info)."""
+        if state and state.get("voted"):
+            raise gr.Error(
+                "You already voted on this comparison; it was counted once. Fill the blanks "
+                "again for a new one.",
+                print_exception=False,
+            )
         if not state:
             raise gr.Error("Fill a text in blind mode first, then vote.", print_exception=False)
         if choice not in BLIND_CHOICES:
@@ -209,7 +216,15 @@ class DemoHandlers(ModelCalls):
             for i, (s, o) in enumerate(zip(receipt.systems, shown, strict=True))
         )
         picked = TITLES.get(receipt.chosen_system or "", render.choice_label(choice).lower())
-        return f"Thanks, vote stored ({picked}).\n\n{names}", None
+        rest = [gr.skip()] * (len(INFILL_SYSTEMS) - len(shown))  # unavailable: named already
+        titles = [f"### {chr(65 + i)} = {TITLES.get(s, s)}" for i, s in enumerate(receipt.systems)]
+        infos = [o.get("info", "") for o in shown]
+        return VoteView(
+            f"Thanks, vote stored ({picked}).\n\n{names}",
+            {"voted": True},
+            titles + rest,
+            infos + rest,
+        )
 
     # ---------------------------------------------------------------- Continue tab
 

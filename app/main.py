@@ -52,7 +52,9 @@ from .outputs import (
     InfillView,
     SearchView,
     StudyForm,
+    VoteView,
     gradio_fn,
+    said_in,
 )
 from .rater_page import RATING as RATING_EVENTS
 from .rater_page import REDIRECT_JS, add_rater_page
@@ -96,17 +98,24 @@ CSS = """
                     border-radius: 0.25em; }
 .filled sup.fill-n { font-size: 0.7em; color: #92400e; margin-left: 0.1em; }
 .filled-box { padding: 0.5em 0.75em; }
+/* the Infill columns: the text flush with its title, not ~33 px in (three paddings; tour p6) */
+.infill-col .filled-box, .infill-col .html-container { padding-left: 0; padding-right: 0; }
 .rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
 .rate-out-title { padding: 0.4em 0.75em; font-weight: 600; }
 .search-table table th { white-space: nowrap; }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
+/* the rater page: no "Use via API" or "Settings" footer (raters need neither) */
+body:has(#rate-message) footer { display: none !important; }
 """
 INSERT_BLANK_JS = f"""(t) => {{
   const el = document.querySelector('#infill-text textarea');
   t = t || '';
   const s = el && el.selectionStart != null ? el.selectionStart : t.length;
   const e = el && el.selectionEnd != null ? el.selectionEnd : s;
-  return t.slice(0, s) + '{MARKER}' + t.slice(e);
+  const before = t.slice(0, s), after = t.slice(e);  // a space on each side, unless one is there
+  const left = before && !/\\s$/.test(before) ? ' ' : '';
+  const right = after && !/^[\\s.,;:!?]/.test(after) ? ' ' : '';
+  return before + left + '{MARKER}' + right + after;
 }}"""
 MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
 # Ratings and admin work skip the queue: demo traffic can fill the queue (its size caps every
@@ -134,9 +143,16 @@ LOGOUT_JS = f"""async () => {{
 
 # Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
 STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
-# The input checks of a model call run at once, outside the queue: "The text is empty." never
-# waits behind a long generation; the model call follows only when they pass.
-CHECK = {"queue": False, "api_visibility": "private", "show_progress": "hidden"}
+# The input checks of a model call run at once, in a queue group of their own with no limit:
+# "The text is empty." never waits behind a long generation, and the model call follows only
+# when they pass. Not off the queue: there Gradio shows no toast for an error (the page drops
+# its "visible" flag), and the visitor would be told nothing.
+CHECK = {
+    "concurrency_id": "checks",
+    "concurrency_limit": None,
+    "api_visibility": "private",
+    "show_progress": "hidden",
+}
 
 
 def _check_only(fn):
@@ -153,7 +169,7 @@ UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
 def _decoding_controls(app: MagnetApp) -> list:
-    with gr.Accordion("Decoding", open=False), gr.Row():
+    with gr.Accordion("Decoding settings", open=False), gr.Row():
         sampling = gr.Radio(["greedy", "sampled"], value="greedy", label="Decoding")
         temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature")
         top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p")
@@ -169,7 +185,12 @@ def _infill_tab(app: MagnetApp) -> None:
         "MAGNET fills each blank using the text on both sides; the base model is asked in a "
         "prompt (zero-shot and five-shot)."
     )
-    text = gr.Textbox(label="Text with blanks", lines=4, elem_id="infill-text")
+    text = gr.Textbox(
+        label="Text with blanks",
+        lines=4,
+        elem_id="infill-text",
+        placeholder=f"The Eiffel Tower is a wrought-iron {MARKER} in Paris, France.",
+    )
     with gr.Row():
         insert = gr.Button(f"Insert {MARKER} at the cursor", size="sm")
         blind = gr.Checkbox(label="Compare blind (vote before the names are shown)")
@@ -178,7 +199,7 @@ def _infill_tab(app: MagnetApp) -> None:
     span_max = app.settings.max_span_tokens
     max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
-    columns, filled = [], []
+    columns, filled, titles, infos = [], [], [], []
     with gr.Row():
         for system in INFILL_SYSTEMS:
             with gr.Column(elem_classes="infill-col"):
@@ -186,6 +207,8 @@ def _infill_tab(app: MagnetApp) -> None:
                 filled.append(gr.HTML(elem_classes="filled-box"))
                 info = gr.Markdown()
                 columns.append(InfillColumn.wire(title=title, filled=filled[-1], info=info))
+                titles.append(title)
+                infos.append(info)
     gr.Markdown(
         "The systems run together, as rows of one batch: each *done after* is when that "
         "system's last blank was filled, not a time of its own.",
@@ -207,7 +230,11 @@ def _infill_tab(app: MagnetApp) -> None:
         api_name="infill",
         **MODEL,
     )
-    vote.click(app.vote, inputs=[state, choice], outputs=[reveal, state], **RATING)
+    # a refusal is said in the reveal line (off the queue, Gradio would show no toast)
+    vote_view = VoteView.wire(reveal=reveal, state=state, titles=titles, infos=infos)
+    vote.click(
+        said_in(app.vote, len(vote_view), 0), inputs=[state, choice], outputs=vote_view, **RATING
+    )
 
 
 def _continue_tab(app: MagnetApp) -> None:
@@ -315,9 +342,11 @@ def _admin_tab(app: MagnetApp) -> None:
             span_top = max(app.settings.max_span_tokens, SENTENCE_SPAN_TOKENS)
             span = gr.Slider(1, span_top, value=12, step=1, label="Max span tokens")
         with gr.Row():
-            p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1", minimum=0, maximum=1)
-            p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2", minimum=0, maximum=1)
-            icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation", minimum=0)
+            # no minimum/maximum: the planner says in its own line what is out of range, where
+            # Gradio's check would answer with its raw "Value 1.5 is greater than ..."
+            p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1")
+            p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2")
+            icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation")
         plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC, 10), elem_id="admin-plan")
         systems = gr.CheckboxGroup(
             [(TITLES[s], s) for s in INFILL_SYSTEMS], value=list(INFILL_SYSTEMS), label="Systems"
@@ -327,29 +356,34 @@ def _admin_tab(app: MagnetApp) -> None:
         )
         instructions = gr.Textbox(label="Instructions for raters", lines=3)
         create = gr.Button("Generate outputs and create the study", variant="primary")
-        create_msg = gr.Textbox(label="Result", interactive=False)
+        create_msg = gr.Textbox(label="Result", interactive=False, elem_id="admin-create-msg")
         gr.Markdown("### Studies")
         with gr.Row():
             study = gr.Dropdown([], label="Study", allow_custom_value=False)
             refresh = gr.Button("Refresh list", size="sm")
         names = gr.Textbox(label="Rater names, one per line", lines=3)
         invite = gr.Button("Create invite links")
+        invite_msg = gr.Markdown(elem_classes="rate-msg")
         links = gr.Dataframe(headers=["rater", "invite link"], interactive=False, wrap=True)
         with gr.Row():
             prog_btn = gr.Button("Progress")
             results_btn = gr.Button("Results")
+        results_msg = gr.Markdown(elem_classes="rate-msg")
         prog_summary = gr.Textbox(label="Progress", interactive=False)
         prog_rows = gr.Dataframe(
             headers=["id", "rater", "done", "open", "remaining", "checks", "failed", "invite"],
             interactive=False,
         )
         with gr.Row():
-            status = gr.Radio(list(STATUS_CHOICES), value="closed", label="Study status")
+            # the picked study's own status (admin_study_status), never a preset one
+            status = gr.Radio(list(STATUS_CHOICES), value=None, label="Study status")
             set_status = gr.Button("Set status")
-            rater_id = gr.Number(label="Rater id (see Progress)", precision=0, minimum=1)
+            # text, read by the handler: a number box shows "0" before anything is typed, and
+            # its range check answers with Gradio's raw sentence before the handler's own
+            rater_id = gr.Textbox(label="Rater id (see Progress)", max_lines=1, elem_id="rater-id")
             new_link = gr.Button("New invite link for this rater")
             revoke = gr.Button("Revoke this rater's invite link", variant="stop")
-        admin_msg = gr.Textbox(label="Done", interactive=False)
+        admin_msg = gr.Textbox(label="Result", interactive=False, elem_id="admin-msg")
         results_table = gr.Dataframe(
             headers=["result", "n", "estimate", "95% interval"],
             label=f"Results (an interval from {MIN_N} judgments on)",
@@ -381,49 +415,66 @@ def _admin_tab(app: MagnetApp) -> None:
     logout.click(None, outputs=login_msg, js=LOGOUT_JS).then(
         gradio_fn(app.admin_panel), inputs=login_msg, outputs=panel_view, **RATING
     )
-    set_status.click(app.admin_status, inputs=[study, status], outputs=admin_msg, **RATING)
-    new_link.click(app.admin_new_link, inputs=[study, rater_id], outputs=admin_msg, **RATING)
-    revoke.click(app.admin_revoke, inputs=[study, rater_id], outputs=admin_msg, **RATING)
-    refresh.click(app.admin_studies, outputs=study, **RATING)
+    # Admin events skip the queue, where Gradio shows no toast for an error: each says a
+    # refusal in a text of its own (said_in), with no "Error" pill on the other outputs.
+    set_status.click(
+        said_in(app.admin_status, 1, 0), inputs=[study, status], outputs=admin_msg, **RATING
+    )
+    new_link.click(
+        said_in(app.admin_new_link, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
+    )
+    revoke.click(
+        said_in(app.admin_revoke, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
+    )
+    refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
+    study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
+    form = StudyForm.wire(
+        name=name,
+        item_kind=item_kind,
+        n_items=n_items,
+        systems=systems,
+        questions=questions,
+        raters_per_item=raters,
+        n_gold=n_gold,
+        max_span_tokens=span,
+        instructions=instructions,
+    )
     paper.click(
-        gradio_fn(app.admin_preset),
-        outputs=StudyForm.wire(
-            item_kind=item_kind,
-            n_items=n_items,
-            systems=systems,
-            questions=questions,
-            raters_per_item=raters,
-            n_gold=n_gold,
-            max_span_tokens=span,
-            instructions=instructions,
-        ),
+        said_in(app.admin_preset, len(form), len(form)),
+        inputs=name,
+        outputs=[*form, create_msg],
         **RATING,
     )
     for box in (p1, p2, icc, raters, n_items):
         box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)
     create.click(
-        app.admin_create,
+        said_in(app.admin_create, 2, 0),  # not an "Error" pill over the study list
         inputs=[name, upload, n_items, systems, questions, raters, n_gold]
         + [instructions, span, item_kind],
         outputs=[create_msg, study],
         **STUDY,
     )
-    report.click(app.admin_report, inputs=[study, report_share], outputs=files, **RATING)
-    invite.click(app.admin_invite, inputs=[study, names], outputs=links, **RATING)
+    report.click(
+        said_in(app.admin_report, 1, 0), inputs=[study, report_share], outputs=files, **RATING
+    )
+    invite.click(
+        said_in(app.admin_invite, 1, 1),
+        inputs=[study, names],
+        outputs=[links, invite_msg],
+        **RATING,
+    )
     prog_btn.click(
-        gradio_fn(app.admin_progress),
+        said_in(app.admin_progress, 2, 0),
         inputs=study,
         outputs=AdminProgress.wire(summary=prog_summary, rows=prog_rows),
         **RATING,
     )
+    results = AdminResults.wire(table=results_table, results=results_json, plot=results_plot)
     results_btn.click(
-        gradio_fn(app.admin_results),
-        inputs=study,
-        outputs=AdminResults.wire(table=results_table, results=results_json, plot=results_plot),
-        **RATING,
+        said_in(app.admin_results, 3, 3), inputs=study, outputs=[*results, results_msg], **RATING
     )
-    export.click(app.admin_export, inputs=[study, fmt], outputs=files, **RATING)
-    backup.click(app.admin_backup, outputs=files, **RATING)
+    export.click(said_in(app.admin_export, 1, 0), inputs=[study, fmt], outputs=files, **RATING)
+    backup.click(said_in(app.admin_backup, 1, 0), outputs=files, **RATING)
 
 
 def build_demo(app: MagnetApp) -> gr.Blocks:

@@ -18,6 +18,8 @@ import inspect
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import gradio as gr
+
 
 def group() -> Any:
     """A field that holds a sequence of outputs (or of Outputs), one per repeated block."""
@@ -84,6 +86,33 @@ def gradio_fn(handler):
     return run
 
 
+def said_in(handler, n_outputs: int, at: int):
+    """What an event off the queue calls: ``handler``'s values, or, when it refuses (gr.Error),
+    its sentence in output ``at`` with every other output left as it was.
+
+    Gradio shows no toast for an error of an event that skips the queue (its page drops the
+    error's "visible" flag) and marks every output with a bare "Error" pill; so these events
+    say why in an output of their own. ``at == n_outputs``: that output comes after the
+    handler's own, and is emptied when the handler succeeds. Name and parameters stay the
+    handler's (Gradio reads them for gr.Request and gr.Progress)."""
+
+    @functools.wraps(handler)
+    def run(*args, **kwargs):
+        try:
+            result = handler(*args, **kwargs)
+        except gr.Error as e:
+            out = [gr.skip()] * max(n_outputs, at + 1)
+            out[at] = str(e.message)
+            return tuple(out) if len(out) > 1 else out[0]
+        values = list(as_values(result)) if n_outputs > 1 else [result]
+        if at == n_outputs:
+            values.append("")
+        return tuple(values) if len(values) > 1 else values[0]
+
+    run.says_refusals_in = at  # for the layout's tests
+    return run
+
+
 # ---------------------------------------------------------------- the handlers' results
 
 
@@ -102,6 +131,17 @@ class InfillView(Outputs):
     state: dict | None = None  # gr.State of a blind comparison (None: not blind)
     vote_row: Any = None  # gr.update: the vote row's visibility
     reveal: str = ""
+
+
+@dataclass
+class VoteView(Outputs):
+    """Infill tab after a blind vote: the names, the state, and per column its new title and
+    info (the system's name and its time and lengths; gr.skip() where nothing changes)."""
+
+    reveal: str
+    state: dict | None  # {"voted": True}: this comparison's vote is counted
+    titles: list = group()
+    infos: list = group()
 
 
 @dataclass
@@ -141,7 +181,7 @@ class RaterSlot(Outputs):
 class RaterView(Outputs):
     """The rater page: study and instructions, progress, one item and its questions."""
 
-    head: str
+    head: Any  # gr.update: study and instructions (hidden while no link is open)
     status: str
     shown_item: str  # the opaque id of the item shown, sent back with the answers
     item_text: Any  # gr.update: the text with its blank
@@ -174,6 +214,7 @@ class AdminPanel(Outputs):
 class StudyForm(Outputs):
     """The new-study form's values (a preset fills them all)."""
 
+    name: str
     item_kind: str
     n_items: int
     systems: list[str]

@@ -166,7 +166,7 @@ class RaterHandlers(Services):
         labels = [o.label for o in item.outputs] if item else []
         choices = pref.choices(labels) if pref else labels
         return RaterView(
-            head=head or "",
+            head=gr.update(value=head or "", visible=bool(head)),
             status=status,
             shown_item=self._shown_item_id(token, item),
             item_text=gr.update(value=item.text if item else "", visible=item is not None),

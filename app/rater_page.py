@@ -70,12 +70,13 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
         with gr.Row(visible=True, elem_id="rate-token-row") as token_row:
             token = gr.Textbox(label="Invite token", type="password", scale=3, elem_id="rate-token")
             open_btn = gr.Button("Open", scale=1, elem_id="rate-open")
-        head = gr.Textbox(label="Study and instructions", interactive=False, lines=3)
+        # hidden until a link opens: a bad link's page shows its sentence, not empty boxes
+        head = gr.Textbox(label="Study and instructions", interactive=False, lines=3, visible=False)
         status = gr.Markdown(elem_id="rate-status")
         # The page sends back the id of the item it shows (not server-side state, which the
         # previous call may have moved on), so a resent answer lands on the item the rater saw.
         shown_item = gr.Textbox(visible="hidden", elem_id="rate-shown-item")
-        item_text = gr.Textbox(label="Text with a blank", interactive=False, lines=3)
+        item_text = gr.Textbox(label="Text with a blank", interactive=False, lines=3, visible=False)
         slots, answers = [], []
         for _ in range(MAX_OUTPUTS):
             with gr.Group(visible=False) as group:
@@ -132,5 +133,6 @@ def add_rater_page(app: MagnetApp, demo: gr.Blocks) -> None:
             _inline(app.rate_submit, len(view)),
             inputs=[token, shown_item, *answers, preference, comment],
             outputs=[*view, message],
+            show_progress_on=submit,  # not a spinner and timer over every block (tour p7)
             **RATING,
         )

@@ -47,7 +47,10 @@ class Unavailable:
 
 
 def as_gr_error(e: Exception) -> gr.Error:
-    return gr.Error(str(e), print_exception=False)
+    """The library's sentence as a sentence: a capital first letter (the libraries write
+    theirs to follow "error: " on a command line)."""
+    msg = str(e)
+    return gr.Error(msg[:1].upper() + msg[1:], print_exception=False)
 
 
 @contextmanager

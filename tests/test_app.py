@@ -113,14 +113,28 @@ def test_blind_vote_hides_names_stores_vote_then_reveals(app):
     assert sorted(o["system"] for o in state["shown"]) == sorted(INFILL_SYSTEMS)
     shown_texts = [plain_text(c.filled) for c in cols]
     assert shown_texts == [o["text"] for o in state["shown"]]
-    message, cleared = app.vote(state, "B", fake_request())
-    assert cleared is None
+    voted = app.vote(state, "B", fake_request())
+    message = voted.reveal
     chosen = state["shown"][1]["system"]
     assert f"B = {TITLES[chosen]}" in message and "vote stored" in message
     res = app.store.results("arena")
     assert res.preference_counts and res.n_judgments == 1
     with pytest.raises(gr.Error):
         app.vote(None, "A")
+
+
+def test_after_a_blind_vote_the_columns_carry_the_names_and_a_second_vote_is_refused(app):
+    """The tour (m9): after the vote the columns stayed A/B/C with "Time and length are shown
+    after the vote."; a second vote said "Fill a text in blind mode first"."""
+    state = app.infill(TEXT, max_span=3, blind=True, request=fake_request()).state
+    voted = app.vote(state, "A", fake_request())
+    names = [TITLES[o["system"]] for o in state["shown"]]
+    assert voted.titles == [f"### {x} = {n}" for x, n in zip("ABC", names, strict=True)]
+    assert voted.infos == [o["info"] for o in state["shown"]]
+    assert all("done after" in i for i in voted.infos)  # the time and lengths, as unblinded
+    with pytest.raises(gr.Error, match="already voted on this comparison"):
+        app.vote(voted.state, "B", fake_request())
+    assert app.store.results("arena").n_judgments == 1
 
 
 def test_voting_with_nothing_picked_says_so_in_a_sentence(app):
@@ -382,5 +396,6 @@ def test_library_errors_become_one_sentence_for_the_visitor():
     def handler():
         raise AnnotationError("refused")
 
-    with pytest.raises(gr.Error, match="refused"):
+    with pytest.raises(gr.Error) as info:
         handler()
+    assert info.value.message == "Refused"  # a sentence starts with a capital letter

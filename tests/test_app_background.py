@@ -22,7 +22,7 @@ def engine():
     return tiny_engine()
 
 
-def test_input_checks_run_at_once_outside_the_queue(engine, tmp_path):
+def test_input_checks_run_at_once_in_a_queue_group_of_their_own(engine, tmp_path):
     app = make_app(tmp_path, engine)
     demo = build_demo(app)
     deps = {d._id: d for d in demo.fns.values()}
@@ -30,7 +30,11 @@ def test_input_checks_run_at_once_outside_the_queue(engine, tmp_path):
         (dep,) = [d for d in deps.values() if d.name == model_call]
         check = deps[dep.trigger_after]  # the model call runs only after its check passed
         assert dep.trigger_only_on_success and check.name == f"{model_call.rstrip('_')}_check"
-        assert check.queue is False and dep.concurrency_id == "model"
+        # in a queue group of their own with no limit: they never wait for the model, and
+        # their sentence is shown (off the queue Gradio's page showed no toast: tour m13)
+        assert check.queue is not False and check.concurrency_id == "checks"
+        assert check.concurrency_limit is None and check.show_progress == "hidden"
+        assert dep.concurrency_id == "model"
     (create,) = [d for d in deps.values() if d.name == "admin_create"]
     assert create.concurrency_id != "model"  # a study is not generated in the model's queue
     with engine.runner.lock:  # the model busy in another call: the checks do not wait for it

@@ -334,7 +334,7 @@ def test_blind_runs_are_sampled_with_a_hidden_seed_and_hide_timing(app):
     assert near_greedy["shown"][0]["decoding"]["temperature"] >= 0.7  # not greedy in disguise
     assert near_greedy["shown"][0]["decoding"]["top_p"] >= 0.9
     assert seeds[0] != seeds[1] and 7 not in seeds[0] | seeds[1]  # not the visitor's seed
-    message, _ = app.vote(outs[0].state, "A", fake_request())
+    message = app.vote(outs[0].state, "A", fake_request()).reveal
     assert message.count(" · done after ") == len(outs[0].state["shown"])  # timing after the vote
 
 
@@ -360,10 +360,9 @@ def test_votes_after_an_unblinded_run_of_the_same_text_are_flagged(app):
 def test_one_vote_per_comparison_and_a_rate_limit_per_session(app):
     req = fake_request()
     state = app.infill(TEXT, max_span=2, blind=True, request=req).state
-    _, cleared = app.vote(state, "A", req)
-    assert cleared is None
-    with pytest.raises(gr.Error, match="blind mode first"):
-        app.vote(cleared, "B", req)
+    voted = app.vote(state, "A", req).state
+    with pytest.raises(gr.Error, match="already voted"):
+        app.vote(voted, "B", req)
     app.vote(state, "A", req)  # a replay of the same vote stores nothing new
     for _ in range(VOTES_PER_WINDOW - 1):
         app.vote(app.infill(TEXT, max_span=2, blind=True, request=req).state, "B", req)

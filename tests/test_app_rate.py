@@ -62,7 +62,7 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     token = small_study(app)
     page = app.rate_load("", fake_request(token=token))
     v = page.view
-    assert page.token == token and "Ada" in v.head and v.status.startswith("0 of 2")
+    assert page.token == token and "Ada" in v.head["value"] and v.status.startswith("0 of 2")
     assert "[blank]" in v.item_text["value"] and v.submit["visible"] is True
     assert len(v.slots) == MAX_OUTPUTS and all(len(s.likert) == MAX_LIKERT for s in v.slots)
     shown = [s for s in v.slots if s.visible["visible"]]
@@ -221,7 +221,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
         "Be kind",
         3,
     )
-    assert msg.startswith("Created study 'study1': 3 items (1 attention check), systems MAGNET")
+    assert msg.startswith("Created study 'study1': 3 items plus 1 attention check; systems: MAGNET")
     assert dropdown["value"] == "study1"
     created, outputs = app.store.items("study1")
     regular = [o for o in outputs if not o.gold_role]

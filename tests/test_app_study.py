@@ -12,6 +12,7 @@ import pytest
 from app_fixtures import admin_request, fake_request, make_app
 from tiny_models import tiny_engine
 
+from annotation_db import ItemIn, OutputIn
 from app import studies
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
@@ -51,6 +52,13 @@ def test_paper_preset_fills_the_form(engine, tmp_path):
     assert "contextually appropriate" in studies.PAPER_QUESTION
     with pytest.raises(gr.Error):
         app.admin_preset(fake_request())
+    # the name too (tour p5): a free "paper-N" unless the admin typed one
+    assert form.name == "paper-1"
+    app.store.create_study(
+        "paper-1", [ItemIn("i", "a [blank] b", ["x"])], [OutputIn("i", "magnet", "a x b", ["x"])]
+    )
+    assert app.admin_preset(admin_request(app), "  ").name == "paper-2"
+    assert app.admin_preset(admin_request(app), " mine ").name == "mine"
 
 
 def test_sentence_study_from_held_out_passages(engine, tmp_path):
@@ -68,7 +76,7 @@ def test_sentence_study_from_held_out_passages(engine, tmp_path):
         4,
         "sentence",
     )
-    assert msg.startswith("Created study 'paper': 3 items (2 attention checks)")
+    assert msg.startswith("Created study 'paper': 3 items plus 2 attention checks; systems:")
     items, outputs = app.store.items("paper")
     regular = [i for i in items if not i.is_gold]
     assert all(i.text.count("[blank]") == 1 and i.source.startswith("wikipedia:") for i in regular)
@@ -102,7 +110,7 @@ def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
     msg, _ = restarted.admin_create(
         admin_request(restarted), "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
     )
-    assert "Resumed: 4 outputs" in msg and "4 items (1 attention check)" in msg
+    assert "Resumed: 4 outputs" in msg and "4 items plus 1 attention check" in msg
     assert [c[1] for c in calls] == [["magnet", "zero-shot"]] * 2  # only the missing items
     info = restarted.store.study("long")
     assert info.raters_per_item == 2 and info.instructions == "Be kind"  # settings kept
@@ -126,7 +134,7 @@ def test_report_download(engine, tmp_path):
     ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
     page = app.downloads.take(ticket).read_text(encoding="utf-8")
     assert "Study report: rep-1" in page and "Example items" in page
-    with pytest.raises(gr.Error, match="no study"):
+    with pytest.raises(gr.Error, match="No study"):
         app.admin_report(admin_request(app), "nope", -1)
 
 

@@ -169,6 +169,12 @@ def _open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name).first.click()
 
 
+def _pick_study(page, name: str) -> None:
+    """The Study list set to name (the blind vote's "arena" study is the newest otherwise)."""
+    page.get_by_label("Study", exact=True).click()
+    page.get_by_role("option", name=name, exact=True).click()
+
+
 def _shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -178,6 +184,12 @@ def test_end_to_end_in_chromium(served, page):
     from playwright.sync_api import expect
 
     page.goto(served["url"])
+    # An input check's sentence reaches the visitor as a toast (off the queue Gradio showed
+    # none), and leaves no bare "Error" pill on the columns.
+    page.locator("#infill-run").click()
+    expect(page.locator(".toast-body").first).to_contain_text("The text is empty.")
+    assert page.locator(".infill-col").get_by_text("Error", exact=True).count() == 0
+    page.locator(".toast-close").first.click()
     # Infill: three outputs side by side; markup typed by the visitor stays text.
     text = page.locator("#infill-text textarea")
     text.fill("<b>bold</b> the cat ")
@@ -193,6 +205,20 @@ def test_end_to_end_in_chromium(served, page):
         expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
     assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
     _shot(page, "infill")
+    # Blind: a vote without a choice is said in the note (no "Error" pill over it); after the
+    # vote each column carries its system's name.
+    page.get_by_label("Compare blind (vote before the names are shown)").check()
+    page.locator("#infill-run").click()
+    expect(cols.first).to_contain_text("shown after the vote", timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Vote").click()
+    expect(page.get_by_text("Pick an output (A, B or C)")).to_be_visible()
+    assert page.get_by_text("Error", exact=True).count() == 0
+    page.locator("label", has_text="Output A").click()
+    page.get_by_role("button", name="Vote").click()
+    expect(cols.first.get_by_role("heading")).to_contain_text("A = ")
+    expect(cols.first).to_contain_text("done after")
+    _shot(page, "infill-blind-voted")
+    page.get_by_label("Compare blind (vote before the names are shown)").uncheck()
 
     page.get_by_role("tab", name="Continue").click()
     page.get_by_label("Prompt").fill("the cat sat on the")
@@ -222,6 +248,7 @@ def test_end_to_end_in_chromium(served, page):
     body = page.locator("body").inner_text().lower()
     assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
     assert "0 of 1 done" in body
+    expect(page.locator("footer")).to_be_hidden()  # no "Use via API" or "Settings" for raters
     expect(page.get_by_label("Study and instructions")).to_have_value(re.compile("Browser rater"))
     # One answer missing: one inline sentence, no error overlay, answers kept, page usable.
     page.locator("label:visible", has_text="Yes").first.click()
@@ -251,15 +278,34 @@ def test_end_to_end_in_chromium(served, page):
 
     page.goto(served["url"])
     page.get_by_role("tab", name="Admin").click()
-    page.get_by_label("Admin password").fill("nope")
-    page.get_by_label("Admin password").press("Enter")  # Enter logs in
-    expect(page.get_by_text("Wrong password.")).to_be_visible()
-    page.wait_for_timeout(1000)
-    assert page.locator(".toast-body:visible").count() == 0  # only "Wrong password."
+    for press in ("Enter", None):  # Enter logs in, and so does the button
+        page.get_by_label("Admin password").fill("nope")
+        if press:
+            page.get_by_label("Admin password").press(press)
+        else:
+            page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_text("Wrong password.")).to_be_visible()
+        page.wait_for_timeout(1000)
+        assert page.locator(".toast-body:visible").count() == 0  # only "Wrong password."
     page.get_by_label("Admin password").fill("pw")
     page.get_by_label("Admin password").press("Enter")
     expect(page.get_by_text("New study")).to_be_visible()
+    status = page.locator("input[type=radio][value=open]")
+    expect(status).to_be_checked()  # the study's own status, not "closed"
+    assert page.get_by_label("Rater id (see Progress)").input_value() == ""
     _shot(page, "admin")
+    # a refused create: its sentence under the button, no "Error" pill over the Study list
+    page.get_by_role("button", name="Generate outputs and create the study").click()
+    expect(page.locator("#admin-create-msg textarea")).to_have_value("Give the study a name.")
+    assert page.get_by_text("Error", exact=True).count() == 0
+    page.get_by_label("Study", exact=True).click()  # the list still opens
+    page.keyboard.press("Escape")
+    page.get_by_role("button", name="Revoke this rater's invite link").click()
+    expect(page.locator("#admin-msg textarea")).to_have_value(
+        "Pick a study and type the rater's id (see Progress)."
+    )
+    _shot(page, "admin-refused")
+    _pick_study(page, "e2e")
     page.get_by_role("button", name="Results", exact=True).click()  # study e2e: one vote
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")
     note.first.wait_for(state="attached")  # a cell of the results table
@@ -289,7 +335,20 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     assert phone.locator(".infill-col p.filled mark.fill").count() == 3  # inline, one per column
     # no word is broken across lines: the paragraph wraps at spaces only
     assert paragraphs.first.evaluate("e => getComputedStyle(e).wordBreak") == "normal"
+    # flush with the column's title, not indented by three paddings (tour p6)
+    left = "e => e.getBoundingClientRect().left"
+    indent = paragraphs.first.evaluate(left) - phone.locator(".infill-col").first.evaluate(left)
+    assert indent < 4, indent
     _shot(phone, "infill-phone")
+    # blind on a phone: after the vote the names sit on the columns, not a scroll away
+    phone.get_by_label("Compare blind (vote before the names are shown)").check()
+    phone.locator("#infill-run").click()
+    cols = phone.locator(".infill-col")
+    expect(cols.first).to_contain_text("shown after the vote", timeout=TIMEOUT_MS)
+    phone.locator("label", has_text="Output B").click()
+    phone.get_by_role("button", name="Vote").click()
+    expect(cols.nth(1).get_by_role("heading")).to_contain_text("B = ")
+    _shot(phone, "infill-blind-voted-phone")
 
     _open_tab(phone, "Search")
     phone.get_by_label("Query").fill("the bird flew")
@@ -305,8 +364,18 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
     _shot(phone, "rate-phone")
 
+    phone.goto(served["url"])
+    expect(phone.locator("#infill-run")).to_be_visible()  # the tabs are there
+    _open_tab(phone, "Admin")
+    phone.get_by_label("Admin password").fill("pw")
+    phone.get_by_label("Admin password").press("Enter")
+    expect(phone.get_by_text("New study")).to_be_visible()
+    phone.get_by_role("button", name="Generate outputs and create the study").click()
+    expect(phone.locator("#admin-create-msg textarea")).to_have_value("Give the study a name.")
+    _shot(phone, "admin-phone")
 
-def test_paper_preset_planner_and_report_in_chromium(served, page):
+
+def test_paper_preset_planner_and_report_in_chromium(served, page, phone):
     """Admin's paper preset and planner, the report download, and the report itself opened
     from disk with every request recorded: a self-contained file makes none but its own."""
     from playwright.sync_api import expect
@@ -326,6 +395,7 @@ def test_paper_preset_planner_and_report_in_chromium(served, page):
         re.compile("one sentence removed"), timeout=TIMEOUT_MS
     )
     _shot(page, "admin-paper-preset")
+    _pick_study(page, "e2e")
     page.locator("#admin-report").click()
     expect(page.get_by_text("e2e.html").first).to_be_visible(timeout=TIMEOUT_MS)
 
@@ -343,3 +413,7 @@ def test_paper_preset_planner_and_report_in_chromium(served, page):
     assert len(widths) >= 2 and all(w > 0 for w in widths)  # every figure decoded
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     _shot(page, "report")
+    phone.goto(report.as_uri())  # laid out at the phone's width, not 980 px of tiny text
+    expect(phone.get_by_role("heading", name="Study report: e2e")).to_be_visible()
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 400
+    _shot(phone, "report-phone")

@@ -82,6 +82,27 @@ def test_report_is_self_contained_and_complete(sqlite_store, tmp_path, capsys):
     assert "not enough votes for an interval" in page
 
 
+def test_report_is_laid_out_at_a_phones_width(sqlite_store, tmp_path):
+    """A phone shows the page at its own width (not 980 px of tiny text); wide tables scroll
+    inside themselves and figures shrink to the screen."""
+    from annotation_db.report import write_report
+
+    _rated_study(sqlite_store)
+    page = write_report(sqlite_store, "rep", tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<meta name='viewport' content='width=device-width, initial-scale=1'>" in page
+    assert "overflow-x:auto" in page and "img{max-width:100%" in page
+
+
+def test_the_questions_line_names_a_kind_only_when_the_name_does_not(sqlite_store, tmp_path):
+    """Tour p2: "appropriate (appropriate): Is ... appropriate?"."""
+    from annotation_db.report import write_report
+
+    _rated_study(sqlite_store)
+    page = write_report(sqlite_store, "rep", tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<b>appropriate</b>: " in page and "(appropriate)" not in page
+    assert "<b>fluency</b> (likert): " in page
+
+
 def test_report_of_unknown_study_is_one_line(sqlite_store, tmp_path, capsys):
     db = str(tmp_path / "annotations.sqlite3")
     assert cli_main(["--db-path", db, "report", "nope", "--out", str(tmp_path / "r.html")]) == 2
