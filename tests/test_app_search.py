@@ -97,6 +97,7 @@ def test_search_without_adapters_marks_them_unavailable(tmp_path):
         ("c.txt", "\n \n", "no text"),
         ("c.jsonl", '{"text": "a"}\nnot json\n', "Line 2"),
         ("c.jsonl", '{"title": "a"}\n', "no 'text'"),
+        ("c.csv", "title\nA\nB\n", "no 'text' column"),  # the tour's m8: once 3 passages
     ],
 )
 def test_bad_corpus_files_are_readable_errors(app, tmp_path, name, body, message):
@@ -134,8 +135,9 @@ def test_empty_query_is_refused(app):
 def test_corpus_formats_csv_jsonl_txt():
     csv_ = search.parse_corpus("a.csv", b'id,text\n1,first passage\n2,"second, quoted"\n')
     assert csv_.passages == ("first passage", "second, quoted")
-    headless = search.parse_corpus("a.csv", b"one\ntwo\n")
-    assert headless.passages == ("one", "two")
+    for headless in (b"one\ntwo\n", b"title\nA\nB\n", b"id,title\n1,A\n"):  # no 'text' column
+        with pytest.raises(search.CorpusError, match=r"^The \.csv file has no 'text' column"):
+            search.parse_corpus("a.csv", headless)
     jl = search.parse_corpus("a.jsonl", json.dumps({"text": "x  y"}).encode() + b"\n")
     assert jl.passages == ("x y",)
     txt = search.parse_corpus("a.txt", b"\xef\xbb\xbfa\na\nb\n")  # BOM, duplicate

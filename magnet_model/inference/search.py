@@ -172,9 +172,13 @@ def _csv_texts(text: str) -> list[str]:
     if not rows:
         return []
     header = [h.strip().lower() for h in rows[0]]
-    col = header.index("text") if "text" in header else 0
-    body = rows[1:] if "text" in header else rows
-    return [r[col] for r in body if len(r) > col]
+    if "text" not in header:
+        raise CorpusError(
+            "The .csv file has no 'text' column: name the column of passages 'text' in its "
+            "first row (or upload a .txt file, one passage per line)."
+        )
+    col = header.index("text")
+    return [r[col] for r in rows[1:] if len(r) > col]
 
 
 def _jsonl_texts(text: str) -> list[str]:
