@@ -47,7 +47,7 @@ img{max-width:100%;height:auto} .excluded{color:#b91c1c}
 
 
 def _question(q) -> str:
-    """"name: prompt", with the kind only when the name does not already say it (not
+    """A question as 'name: prompt', with the kind only when the name does not already say it (not
     "appropriate (appropriate): ...")."""
     kind = "" if q.kind == q.name else f" ({html.escape(q.kind)})"
     return f"<b>{html.escape(q.name)}</b>{kind}: {html.escape(q.prompt)}"
@@ -103,9 +103,7 @@ def render_report(
         f"{info.raters_per_item} raters per item; {info.n_raters} raters invited; "
         f"{res.progress.judgments_done} of {res.progress.judgments_needed} judgments done "
         f"({res.progress.share_done:.0%}).</p>",
-        "<p>Questions: "
-        + "; ".join(_question(q) for q in info.questions)
-        + "</p>",
+        "<p>Questions: " + "; ".join(_question(q) for q in info.questions) + "</p>",
     ]
     if info.instructions:
         parts.append(f"<details><summary>Instructions</summary><pre>{e(info.instructions)}</pre>")

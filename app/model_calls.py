@@ -153,11 +153,13 @@ class ModelCalls(Services):
                 for system, (text, reason) in zip(running, step, strict=True):
                     if system in done:
                         continue
-                    texts[system] = text
+                    texts[system] = text.lstrip()  # it continues the prompt: shown alone
                     stats[system] = _stats(text)
                     if reason is not None:
                         done.add(system)
-                        stats[system] += f" · done in {time.perf_counter() - start:.1f} s"
+                        stats[system] += (
+                            f" · done {time.perf_counter() - start:.1f} s into the shared batch"
+                        )
                 yield ContinueView([ContinueColumn(texts[s], stats[s]) for s in CONTINUE_SYSTEMS])
         except MagnetError as e:
             for system in running:

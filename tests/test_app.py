@@ -172,9 +172,10 @@ def test_continue_streams_three_systems_with_live_stats(app, engine):
     for col, adapter in enumerate(["magnet", None, "llm2vec"]):
         texts = [f.columns[col].text for f in frames]
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
-        assert texts[-1] == engine.generate("the cat sat on the", adapter, 6).text
+        want = engine.generate("the cat sat on the", adapter, 6).text
+        assert texts[-1] == want.lstrip() and not texts[-1][:1].isspace()  # the tour's p4
         stats = frames[-1].columns[col].stats
-        assert stats.startswith("Rep-4 ") and "done in" in stats
+        assert stats.startswith("Rep-4 ") and "s into the shared batch" in stats
     first, last = frames[0].columns[0].text, frames[-1].columns[0].text
     assert len(frames) >= 2 and first != last  # streamed, not one block
 

@@ -223,7 +223,7 @@ def test_end_to_end_in_chromium(served, page):
     page.get_by_role("tab", name="Continue").click()
     page.get_by_label("Prompt").fill("the cat sat on the")
     page.locator("#continue-run").click()
-    expect(page.get_by_text("done in")).to_have_count(3, timeout=TIMEOUT_MS)
+    expect(page.get_by_text("into the shared batch")).to_have_count(3, timeout=TIMEOUT_MS)
     _shot(page, "continue")
 
     page.get_by_role("tab", name="Search").click()
