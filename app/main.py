@@ -672,13 +672,13 @@ def main(argv: list[str] | None = None) -> int:
         cuda_inside_calls=on_zero_gpu,
         downloads=downloads,
     )
+    if settings.demo and settings.search_warmup:
+        start_search_warmup(app)  # beside building the page and launching it
     demo = build_demo(app)
     upload_folder = Path(get_upload_folder())
     check_upload_disk(upload_folder, store)
     proxy_env()  # uvicorn trusts no forwarded header; RequestGuard applies MAGNET_TRUSTED_PROXIES
     log.info("Ready to launch after %.1f s", time.perf_counter() - t0)
-    if settings.demo:
-        start_search_warmup(app)
     try:
         demo.launch(
             server_name=args.host,

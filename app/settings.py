@@ -83,6 +83,12 @@ class AppSettings(MagnetSettings):
         description="serve the demo tabs (Infill, Continue, Search); `false` while a study "
         "runs: only `/rate` and Admin are served, so no rater can rerun an item in the demo",
     )
+    search_warmup: bool = Field(
+        True,
+        description="at start, embed the default search corpus in the background unless its "
+        "vectors are cached (`make prepare` caches them), so the first search embeds only its "
+        "query",
+    )
     max_input_tokens: int = Field(
         512, ge=16, le=32768, description="longest infill text, prompt or query"
     )

@@ -70,6 +70,7 @@ def server(tmp_path_factory):
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH=str(ROOT))
     env |= {"MAGNET_DATA_DIR": str(tmp / "data"), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     env |= {"OMP_NUM_THREADS": "1", "MAGNET_QUEUE_SIZE": "32"}  # the review's queue size
+    env["MAGNET_SEARCH_WARMUP"] = "false"  # no default-corpus embedding beside the load
     env.pop("MAGNET_ADMIN_PASSWORD", None)
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",

@@ -103,6 +103,7 @@ def served(tmp_path_factory):
     env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
     env["MAGNET_DATA_DIR"] = str(tmp / "data")  # the private download folder too
     env["PYTHONPATH"] = str(ROOT)
+    env["MAGNET_SEARCH_WARMUP"] = "false"  # the test searches an uploaded corpus
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
            adapters, "--device", "cpu", "--port", str(port), "--db-path", str(db),

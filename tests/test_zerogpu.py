@@ -244,6 +244,7 @@ def test_space_launcher_imports_spaces_first_and_serves_a_tiny_model_without_gpu
     env.update(
         PYTHONPATH=os.pathsep.join([str(STANDINS), str(ROOT)]),
         SPACES_ZERO_GPU="true",
+        MAGNET_SEARCH_WARMUP="false",  # the default corpus is not searched here
         SPACES_STANDIN_LOG=str(calls),
         CUDA_VISIBLE_DEVICES="",
         MAGNET_BASE_MODEL=str(paths["base"]),
