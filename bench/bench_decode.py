@@ -16,6 +16,12 @@ reference that re-encodes everything (issue 7, items 1 and 2).
    them alike: tokens/s against the bandwidth bound, the speed-up over eager measured in the
    same run, and whether the tokens are identical. On a CPU "graph" is the static path (CUDA
    graphs need CUDA), so it is not a row there.
+4. `--only-levers` (issue 24; bench/levers.py), instead: each decode lever (engine float32,
+   float16-weights, int8-dynamic, eager and on the static cache, bf16 where the CPU has it in
+   hardware), HF generate and llama.cpp on the shipped Q4_1 GGUF (when llama-cpp-python is
+   installed: bench/requirements.txt) on the same continuation and MAGNET span, against
+   llama.cpp and each against its own bandwidth bound; with sentence embeddings/s and the
+   side-by-side study item (s/item) of the CPU default against float32.
 
 Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
 """
@@ -106,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         "compile; an experiment, not an engine mode)",
     )
     parser.add_argument(
-        "--no-levers",
+        "--only-levers",
         action="store_true",
-        help="skip the table of decode levers against llama.cpp (bench/levers.py)",
+        help="instead, the table of decode levers against llama.cpp (bench/levers.py; results "
+        "decode_levers.json)",
     )
     parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
     args = parser.parse_args(argv)
@@ -124,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     text = infill_context()
     prompt = " ".join(text.split()[:40])
     engine.generate(prompt, max_new_tokens=4)  # warm-up
+    if args.only_levers:
+        rows, lever_extra = measure_levers(engine, prompt, text, new_tokens, span, repeat)
+        name = args.out or ("decode_levers-quick" if args.quick else "decode_levers")
+        write_report(name, rows, {"levers": lever_extra}, engine.runner.device, _label(engine))
+        return 0
     rows: list[Row] = []
     extra: dict = {"bandwidth_GBps": bandwidth / 1e9, "gemv_GBps": gemv / 1e9}
     rows.append(
@@ -280,16 +292,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             extra[f"{what}_{path}_equals_eager"] = same
     extra["decode_paths"] = paths
-    if not args.no_levers:
-        lever_table, lever_extra = measure_levers(engine, prompt, text, new_tokens, span, repeat)
-        rows += lever_table
-        extra["levers"] = lever_extra
     name = args.out or ("decode-quick" if args.quick else "decode")
+    write_report(name, rows, extra, engine.runner.device, _label(engine))
+    return 0
+
+
+def _label(engine: Engine) -> str:
     label = str(engine.runner.dtype).replace("torch.", "")
     if engine.runner.loaded.packing:
         label += f" activations, {engine.runner.loaded.packing} weights (fbgemm)"
-    write_report(name, rows, extra, engine.runner.device, label)
-    return 0
+    return label
 
 
 def levers_here() -> list[tuple[str, str, str]]:
