@@ -16,6 +16,12 @@ reference that re-encodes everything (issue 7, items 1 and 2).
    them alike: tokens/s against the bandwidth bound, the speed-up over eager measured in the
    same run, and whether the tokens are identical. On a CPU "graph" is the static path (CUDA
    graphs need CUDA), so it is not a row there.
+4. `--only-levers` (issue 24; bench/levers.py), instead: each decode lever (engine float32,
+   float16-weights, int8-dynamic, eager and on the static cache, bf16 where the CPU has it in
+   hardware), HF generate and llama.cpp on the shipped Q4_1 GGUF (when llama-cpp-python is
+   installed: bench/requirements.txt) on the same continuation and MAGNET span, against
+   llama.cpp and each against its own bandwidth bound; with sentence embeddings/s and the
+   side-by-side study item (s/item) of the CPU default against float32.
 
 Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
 """
@@ -26,25 +32,39 @@ import argparse
 import time
 
 from common import Row, copy_bandwidth, timed, write_report
+from levers import (
+    LLAMA_CPP,
+    gguf_bytes_per_token,
+    hf_generate_rate,
+    lever_rows,
+    llama_cpp_rate,
+)
 
+from magnet_model import assets
 from magnet_model.data import wikipedia_paragraphs
+from magnet_model.hardware import has_fast_bf16
 from magnet_model.inference.engine import Engine
 from magnet_model.inference.static_decode import resolve_mode
+from magnet_model.loading import load_model, resolve_dtype
+from magnet_model.packed import PackedLinear
+from magnet_model.packed import weight_bytes as packed_bytes
 from magnet_model.settings import ModelSpec
 
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
-    """Weights read by one decoding step (+ the KV cache of `context` tokens)."""
+    """Weights read by one decoding step (+ the KV cache of `context` tokens); weights packed
+    for fbgemm (magnet_model/packed.py) count as packed, their float input embedding one row."""
     lm = engine.runner.lm
     embed = lm.get_input_embeddings().weight
-    head = lm.get_output_embeddings().weight
-    seen, total = set(), 0
+    head_module = lm.get_output_embeddings()
+    head = None if isinstance(head_module, PackedLinear) else head_module.weight
+    seen, total = set(), packed_bytes(lm)
     for name, p in lm.named_parameters():
         if id(p) in seen or "lora_" in name:
             continue
         seen.add(id(p))
         if p is embed and p is not head:
-            total += p[0].nbytes  # untied input embedding: one row per token
+            total += p[0].nbytes  # untied (or packed) head: the input embedding reads one row
         else:
             total += p.nbytes
     if adapter not in (None, "base"):
@@ -91,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the static cache with the model's forward under torch.compile (slow to "
         "compile; an experiment, not an engine mode)",
     )
+    parser.add_argument(
+        "--only-levers",
+        action="store_true",
+        help="instead, the table of decode levers against llama.cpp (bench/levers.py; results "
+        "decode_levers.json)",
+    )
     parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
     args = parser.parse_args(argv)
     import torch
@@ -105,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     text = infill_context()
     prompt = " ".join(text.split()[:40])
     engine.generate(prompt, max_new_tokens=4)  # warm-up
+    if args.only_levers:
+        rows, lever_extra = measure_levers(engine, prompt, text, new_tokens, span, repeat)
+        name = args.out or ("decode_levers-quick" if args.quick else "decode_levers")
+        write_report(name, rows, {"levers": lever_extra}, engine.runner.device, _label(engine))
+        return 0
     rows: list[Row] = []
     extra: dict = {"bandwidth_GBps": bandwidth / 1e9, "gemv_GBps": gemv / 1e9}
     rows.append(
@@ -262,8 +293,171 @@ def main(argv: list[str] | None = None) -> int:
             extra[f"{what}_{path}_equals_eager"] = same
     extra["decode_paths"] = paths
     name = args.out or ("decode-quick" if args.quick else "decode")
-    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
+    write_report(name, rows, extra, engine.runner.device, _label(engine))
     return 0
+
+
+def _label(engine: Engine) -> str:
+    label = str(engine.runner.dtype).replace("torch.", "")
+    if engine.runner.loaded.packing:
+        label += f" activations, {engine.runner.loaded.packing} weights (fbgemm)"
+    return label
+
+
+def levers_here() -> list[tuple[str, str, str]]:
+    """(label, dtype, decode) of every engine lever this CPU can run: float32 (the old CPU
+    default), float16 and int8 weights packed for fbgemm, each eager and with the static
+    cache where it matters; bfloat16 only where the CPU has it in hardware (elsewhere torch
+    emulates it in float32, slower than float32)."""
+    out = [
+        ("float32", "float32", "eager"),
+        ("float32, static cache", "float32", "static"),
+        ("float16-weights", "float16-weights", "eager"),
+        ("float16-weights, static cache", "float16-weights", "static"),
+        ("int8-dynamic", "int8-dynamic", "eager"),
+    ]
+    if has_fast_bf16():
+        out.append(("bfloat16", "bfloat16", "eager"))
+    return out
+
+
+def measure_levers(engine: Engine, prompt: str, text: str, new_tokens: int, span: int, repeat):
+    """The decode table of issue 24 (bench/levers.py), with sentence embeddings/s and the
+    side-by-side study item (magnet, zero-shot, five-shot infill) per engine dtype."""
+    import dataclasses
+
+    import torch
+
+    spec = engine.runner.loaded.spec
+    default_dtype = resolve_dtype(spec, engine.runner.device.type)
+    engines = {default_dtype: engine}
+    for _, dtype, _ in levers_here():
+        if dtype not in engines:
+            engines[dtype] = Engine(load_model(dataclasses.replace(spec, dtype=dtype)))
+    for e in engines.values():  # warm-up
+        e.generate(prompt, max_new_tokens=4)
+        e.infill(text, adapter="magnet", fixed_lengths=4)
+    has_magnet = "magnet" in engine.runner.adapter_names
+    best: dict[tuple, object] = {}
+    modes = {dtype: e.runner.static_decoder.mode for dtype, e in engines.items()}
+    for _ in range(max(repeat, 2)):  # alternating, as above
+        for label, dtype, decode in levers_here():
+            e = engines[dtype]
+            e.runner.static_decoder.mode = decode
+            out = e.generate(prompt, max_new_tokens=new_tokens)
+            if best.get((label, "continuation")) is None or (
+                out.tokens_per_second > best[label, "continuation"].tokens_per_second
+            ):
+                best[label, "continuation"] = out
+            if has_magnet:
+                out = e.infill(text, adapter="magnet", fixed_lengths=span)
+                if best.get((label, "infill")) is None or (
+                    out.tokens_per_second > best[label, "infill"].tokens_per_second
+                ):
+                    best[label, "infill"] = out
+    for dtype, e in engines.items():
+        e.runner.static_decoder.mode = modes[dtype]
+    bandwidth = copy_bandwidth()
+    results: dict[str, dict[str, tuple[float, int]]] = {}
+    reference = best["float32", "continuation"]
+    cont_ctx = reference.prompt_tokens + new_tokens // 2
+    fill_ctx = best["float32", "infill"].context_tokens + span // 2 if has_magnet else 0
+    for label, dtype, _ in levers_here():
+        e = engines[dtype]
+        results[label] = {
+            "continuation": (
+                best[label, "continuation"].tokens_per_second,
+                bytes_per_token(e, None, cont_ctx),
+            )
+        }
+        if has_magnet:
+            results[label]["infill"] = (
+                best[label, "infill"].tokens_per_second,
+                bytes_per_token(e, "magnet", fill_ctx),
+            )
+    f32 = engines["float32"]
+    prompt_ids = f32.runner.encode(prompt)
+    results["HF generate, float32"] = {
+        "continuation": (
+            hf_generate_rate(f32.runner, prompt_ids, new_tokens, repeat),
+            bytes_per_token(f32, None, cont_ctx),
+        )
+    }
+    gguf, threads = assets.smollm2_gguf(), torch.get_num_threads()
+    config = engine.runner.lm.config
+    cont = llama_cpp_rate(gguf, prompt, new_tokens, threads, repeat)
+    if cont is not None:
+        results[LLAMA_CPP] = {
+            "continuation": (cont[0], gguf_bytes_per_token(gguf, config, cont[1] + new_tokens // 2))
+        }
+        fill = llama_cpp_rate(gguf, text, span, threads, repeat) if has_magnet else None
+        if fill is not None:
+            results[LLAMA_CPP]["infill"] = (
+                fill[0],
+                gguf_bytes_per_token(gguf, config, fill[1] + span // 2),
+            )
+    default = next(lb for lb, dtype, decode in levers_here() if dtype == default_dtype)
+    details = {
+        "continuation": f"{new_tokens} greedy tokens",
+        "infill": f"{span}-token span, ~{fill_ctx - span // 2}-token context (llama.cpp: a "
+        "continuation from a prompt as long)",
+    }
+    rows = lever_rows(results, bandwidth, default, details)
+    extra = {
+        "bandwidth_GBps": bandwidth / 1e9,
+        "default": default,
+        "tokens_per_second": {k: {t: v[0] for t, v in r.items()} for k, r in results.items()},
+        "bytes_per_token": {k: {t: v[1] for t, v in r.items()} for k, r in results.items()},
+        "same_tokens_as_float32": {
+            label: best[label, "continuation"].token_ids == reference.token_ids
+            for label, _, _ in levers_here()
+        },
+    }
+    if default_dtype != "float32":
+        rows += throughput_rows(engines["float32"], engine, default, extra)
+    return rows, extra
+
+
+def throughput_rows(f32: Engine, fast: Engine, label: str, extra: dict) -> list[Row]:
+    """Sentence embeddings/s and the study item's side-by-side infill (s/item) of the CPU
+    default against float32, measured alternately in this run."""
+    from bench_embed import sts_sentences
+    from bench_side_by_side import SYSTEMS
+
+    from magnet_model.data import wikipedia_paragraphs as paragraphs
+
+    texts = sts_sentences(64)
+    words = " ".join(paragraphs("heldout")[4:6]).split()[:60]
+    item = " ".join(words[:30]) + " [blank] " + " ".join(words[30:])
+    for e in (f32, fast):
+        e.embed_sentences(texts[:8], adapter="magnet")
+        e.compare_infill(item, SYSTEMS, max_span_tokens=2)
+    emb = {id(f32): [], id(fast): []}
+    study = {id(f32): [], id(fast): []}
+    for _ in range(3):
+        for e in (f32, fast):
+            t = time.perf_counter()
+            e.embed_sentences(texts, adapter="magnet", batch_size=32)
+            emb[id(e)].append(len(texts) / (time.perf_counter() - t))
+            t = time.perf_counter()
+            e.compare_infill(item, SYSTEMS, max_span_tokens=16)
+            study[id(e)].append(time.perf_counter() - t)
+    e32, ef = max(emb[id(f32)]), max(emb[id(fast)])
+    s32, sf = min(study[id(f32)]), min(study[id(fast)])
+    extra["sentences_per_second"] = {"float32": e32, label: ef}
+    extra["study_item_seconds"] = {"float32": s32, label: sf}
+    return [
+        Row(f"sentence embeddings/s, magnet, {label}", ef, "sent/s", e32, "float32, same run"),
+        Row(
+            f"study item: side-by-side infill ({', '.join(SYSTEMS)}), {label}",
+            sf,
+            "s/item",
+            s32,
+            "float32, same run",
+            "",
+            "spans <= 16 tokens",
+        ),
+    ]
 
 
 if __name__ == "__main__":

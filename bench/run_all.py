@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parent
 # (results name, script, what the issue asks) in the order of issue 7
 BENCHES = [
     ("decode", "bench_decode.py", "1-2. Decoding at batch 1 and the cached infill"),
+    ("decode_levers", "bench_decode.py --only-levers", "1b. Decode levers against llama.cpp"),
     ("side_by_side", "bench_side_by_side.py", "3. Side-by-side cost"),
     ("embed", "bench_embed.py", "4. Sentence embeddings per parameter"),
     ("search", "bench_search.py", "5. Search latency and index build"),
@@ -52,7 +53,8 @@ Rating throughput of annotation_db is measured separately by `python bench/bench
 
 
 def run(script: str, quick: bool) -> tuple[bool, float]:
-    cmd = [sys.executable, str(BENCH / script)] + (["--quick"] if quick else [])
+    name, *options = script.split()
+    cmd = [sys.executable, str(BENCH / name), *options] + (["--quick"] if quick else [])
     print(f"\n=== {' '.join(cmd[1:])}", flush=True)
     t = time.perf_counter()
     ok = subprocess.run(cmd, cwd=ROOT).returncode == 0

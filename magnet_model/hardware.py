@@ -17,6 +17,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo; empty where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
+    """AVX-512 BF16 or AMX: bfloat16 products in hardware, not emulated in float32."""
+    flags = cpu_flags() if flags is None else flags
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def describe(device=None, dtype=None) -> dict:
     """CPU, cores, torch threads, device (and GPU name), dtype, versions."""
     import torch

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import assets
 from .errors import ModelLoadError
+from .hardware import has_fast_bf16
 from .memory import release_free_memory
 from .settings import EMBEDDED, ModelSpec
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+_PACKED = {"float16-weights": "float16", "int8-dynamic": "int8"}  # dtype -> packed.KINDS
 
 
 @dataclass
@@ -40,12 +42,36 @@ class LoadedModel:
     source: str  # where the base weights came from, for start-up logs
     load_seconds: float
     adapters: dict[str, str] = field(default_factory=dict)  # name -> where it came from
+    packing: str | None = None  # base weights packed for fbgemm (packed.KINDS), None: not
     # adapters of the spec that did not load -> why (load_model(skip_failed_adapters=True))
     failed: dict[str, ModelLoadError] = field(default_factory=dict)
 
 
+def cpu_auto_dtype(fast_bf16: bool, fbgemm: bool) -> str:
+    """What dtype "auto" means on a CPU: bfloat16 where the CPU has it in hardware (AVX-512 BF16,
+    AMX: 1.6x float32 in issue 24's measurement), else float32 activations with float16 weights
+    where fbgemm runs (x86 with AVX2: bench/README.md), else float32."""
+    if fast_bf16:
+        return "bfloat16"
+    return "float16-weights" if fbgemm else "float32"
+
+
+def resolve_dtype(spec: ModelSpec, device_type: str) -> str:
+    """The spec's dtype with "auto" decided for the device: one of settings.DTYPES but auto."""
+    if spec.dtype != "auto":
+        return spec.dtype
+    if device_type == "cuda":
+        return "bfloat16"
+    if device_type == "cpu":
+        from . import packed  # imports torch: loaded when a model is
+
+        return cpu_auto_dtype(has_fast_bf16(), packed.supported())
+    return "float32"
+
+
 def resolve_device(spec: ModelSpec):
-    """(torch.device, torch.dtype): CUDA with bf16 where present, else CPU float32."""
+    """(torch.device, torch.dtype of the activations): CUDA with bf16 where present, else the
+    CPU in the dtype cpu_auto_dtype picks (the packed dtypes compute in float32)."""
     import torch
 
     dev = spec.device
@@ -55,11 +81,28 @@ def resolve_device(spec: ModelSpec):
         raise ModelLoadError(
             "device 'cuda' was asked for but no CUDA GPU is visible; use --device cpu."
         )
-    if spec.dtype == "auto":
-        dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
-    else:
-        dtype = getattr(torch, _DTYPES[spec.dtype])
-    return torch.device(dev), dtype
+    device = torch.device(dev)
+    name = resolve_dtype(spec, device.type)
+    if name in _PACKED:
+        return device, torch.float32
+    return device, getattr(torch, _DTYPES[name])
+
+
+def resolve_packing(spec: ModelSpec) -> str | None:
+    """The packed.KINDS the base weights get (None: plain tensors); a packed dtype asked for on
+    a device or CPU fbgemm does not serve is refused."""
+    device, _ = resolve_device(spec)
+    kind = _PACKED.get(resolve_dtype(spec, device.type))
+    if kind is None:
+        return None
+    from . import packed
+
+    if device.type != "cpu" or not packed.supported():
+        raise ModelLoadError(
+            f"dtype '{spec.dtype}' packs weights for fbgemm, which runs on x86 CPUs with AVX2 "
+            f"only (here: {device.type}); use --dtype float32 or bfloat16."
+        )
+    return kind
 
 
 def embedded_cache_path(cache_dir: Path) -> Path:
@@ -304,10 +347,17 @@ def load_model(spec: ModelSpec | None = None, *, skip_failed_adapters: bool = Fa
     )
     adapters = {n: ref for n, ref in spec.adapters.items() if n not in failed}
     device, dtype = resolve_device(spec)
+    packing = resolve_packing(spec)
+    if packing is not None:  # after the adapters: peft's LoRA layers wrap the packed base layers
+        from . import packed
+
+        packed.pack_linears(model, packing)
+        release_free_memory()  # the float copies of the packed weights
     seconds = time.perf_counter() - start
-    log.info("Loaded %s on %s (%s) in %.1f s", source, device, dtype, seconds)
+    what = f"{dtype}, weights {packing}" if packing else str(dtype)
+    log.info("Loaded %s on %s (%s) in %.1f s", source, device, what, seconds)
     for name, ref in adapters.items():
         log.info("Adapter %s from %s", name, ref)
     return LoadedModel(
-        model, tokenizer, spec, device, dtype, source, seconds, adapters, failed=failed
+        model, tokenizer, spec, device, dtype, source, seconds, adapters, packing, failed=failed
     )

@@ -29,7 +29,10 @@ from .errors import ConfigError
 EMBEDDED = "embedded"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+# float16-weights / int8-dynamic: float32 activations, base weights packed for fbgemm (CPU only;
+# magnet_model/packed.py)
+Dtype = Literal["auto", "float32", "bfloat16", "float16", "float16-weights", "int8-dynamic"]
+DTYPES = Dtype.__args__
 DECODES = ("auto", "eager", "static", "graph")  # magnet_model.inference.static_decode's modes
 ENV_PREFIX = "MAGNET_"
 
@@ -153,9 +156,13 @@ class ModelSettings(MagnetSettings):
     device: str = Field(
         "auto", description="`auto` (CUDA if present, else CPU), `cpu`, `cuda`, `cuda:N`, `mps`"
     )
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+    dtype: Dtype = Field(
         "auto",
-        description="`auto` (bf16 on CUDA, float32 on CPU), `float32`, `bfloat16`, `float16`",
+        description="`auto` (bf16 on CUDA; on a CPU bf16 where it has AVX-512 BF16 or AMX, "
+        "else `float16-weights` where fbgemm runs (x86 with AVX2), else float32), `float32`, "
+        "`bfloat16`, `float16`, `float16-weights` (CPU: float32 activations, base weights "
+        "read as float16 by fbgemm), `int8-dynamic` (CPU: int8 weights, activations quantized "
+        "on the fly; an experiment)",
     )
     cache_dir: Path = Field(
         default_factory=_xdg_cache_dir,

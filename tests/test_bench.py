@@ -46,3 +46,25 @@ def test_readme_from_results(tmp_path, monkeypatch):
     assert "Targets in the tables below: 1 met, 0 missed." in text
     assert "| p95 at 1M | 6.60 ms |" in text
     assert "Not run yet: `python bench/bench_decode.py`" in text
+
+
+def test_lever_rows_against_llama_cpp_and_the_bandwidth_bound():
+    import levers
+
+    results = {
+        "float32": {"continuation": (10.0, 500_000_000), "infill": (9.0, 510_000_000)},
+        "float16-weights": {"continuation": (20.0, 250_000_000), "infill": (18.0, 260_000_000)},
+        "HF generate, float32": {"continuation": (8.0, 500_000_000)},
+        levers.LLAMA_CPP: {"continuation": (100.0, 100_000_000), "infill": (90.0, 101_000_000)},
+    }
+    rows = levers.lever_rows(results, 40e9, "float16-weights", {"infill": "32-token span"})
+    by = {r.measure: r for r in rows}
+    assert len(rows) == 7  # HF generate has no span row
+    fast = by["base continuation tok/s, float16-weights"]
+    assert fast.ratio == pytest.approx(0.2) and fast.target == ">= 0.5" and fast.met is False
+    assert "0.12x its bandwidth bound, 160 tok/s (250 MB/token)" in fast.note
+    assert "CPU default" in fast.note and by["base continuation tok/s, float32"].target == ""
+    assert by["MAGNET span decoding tok/s, llama.cpp"].ratio == pytest.approx(1.0)
+    assert by["MAGNET span decoding tok/s, float32"].note.startswith("32-token span; ")
+    alone = levers.lever_rows({"float32": results["float32"]}, 40e9, "float32")
+    assert alone[0].baseline == pytest.approx(80.0) and "not installed" in alone[0].baseline_what

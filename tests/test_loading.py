@@ -3,13 +3,14 @@
 import pytest
 import torch
 
+from magnet_model import loading
 from magnet_model.errors import ModelLoadError
 from magnet_model.loading import load_model, resolve_device
 from magnet_model.settings import ModelSpec
 
 
 def test_local_directory_loads_the_same_weights(tiny_dir, tiny_llama):
-    loaded = load_model(ModelSpec(base=str(tiny_dir), device="cpu"))
+    loaded = load_model(ModelSpec(base=str(tiny_dir), device="cpu", dtype="float32"))
     ids = torch.tensor([[11, 33, 37]])
     with torch.no_grad():
         assert torch.equal(loaded.model(ids).logits, tiny_llama(ids).logits)
@@ -28,9 +29,10 @@ def test_threads_setting_reaches_torch(tiny_dir):
         torch.set_num_threads(before)
 
 
-def test_auto_device_is_cpu_float32_without_cuda():
+def test_auto_device_is_cpu_float32_without_cuda(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
+    monkeypatch.setattr(loading, "has_fast_bf16", lambda: False)  # else bf16 (test_packed.py)
     assert resolve_device(ModelSpec()) == (torch.device("cpu"), torch.float32)
     with pytest.raises(ModelLoadError, match="--device cpu"):
         resolve_device(ModelSpec(device="cuda"))

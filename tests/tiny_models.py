@@ -96,11 +96,12 @@ def _lora(seed: int):
     return LoraConfig(r=4, lora_alpha=16, target_modules=LORA_TARGETS, init_lora_weights=False)
 
 
-def tiny_engine(adapters: bool = True, max_positions: int = 1024):
+def tiny_engine(adapters: bool = True, max_positions: int = 1024, packing: str | None = None):
     """An Engine over a tiny Llama with random 'magnet' (hybrid, last token) and 'llm2vec'
     (bidirectional, mean pooling) LoRA adapters.
 
     Room for five-shot prompts (max_positions); larger initial weights so outputs vary.
+    packing: the base weights packed for fbgemm (magnet_model.packed.KINDS) under the adapters.
     """
     from pathlib import Path
 
@@ -135,7 +136,13 @@ def tiny_engine(adapters: bool = True, max_positions: int = 1024):
     here = str(Path(__file__).parent)
     names = {"magnet": here, "llm2vec": here} if adapters else {}
     cpu = torch.device("cpu")
-    loaded = LoadedModel(model, tok, ModelSpec(), cpu, torch.float32, "tiny", 0.0, names)
+    if packing is not None:
+        from magnet_model.packed import pack_linears
+
+        pack_linears(model, packing)
+    loaded = LoadedModel(
+        model, tok, ModelSpec(), cpu, torch.float32, "tiny", 0.0, names, packing=packing
+    )
     return Engine(loaded, metas=metas)
 
 

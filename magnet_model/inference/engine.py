@@ -114,8 +114,10 @@ class Engine:
 
     def to_cuda_if_visible(self) -> torch.device:
         """The model on CUDA when a GPU is visible now, else where it is. For ZeroGPU, which
-        attaches a GPU only while a `spaces.GPU` call runs: call it inside that call."""
-        if self.runner.device.type != "cuda" and torch.cuda.is_available():
+        attaches a GPU only while a `spaces.GPU` call runs: call it inside that call. Weights
+        packed for the CPU (dtype float16-weights, int8-dynamic) stay there."""
+        on_cpu_only = self.runner.loaded.packing is not None
+        if self.runner.device.type != "cuda" and torch.cuda.is_available() and not on_cpu_only:
             return self.to("cuda")
         return self.runner.device
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..adapter_meta import AdapterMeta, find_meta
-from ..errors import InputTooLongError, MagnetError, UnknownAdapterError
+from ..errors import ConfigError, InputTooLongError, MagnetError, UnknownAdapterError
 from ..head_rows import tie_of, undertrained
 from ..loading import LoadedModel
 from ..role_rows import RoleRows
@@ -240,6 +240,12 @@ class Runner:
         with self.lock:
             if self.device == device:
                 return False
+            if self.loaded.packing is not None:
+                raise ConfigError(
+                    f"The base weights are packed for the CPU ({self.loaded.packing}, "
+                    "magnet_model/packed.py) and cannot move; load with --dtype float32 or "
+                    "bfloat16 to move the model."
+                )
             self.model.to(device)
             for rows in self.role_rows.values():
                 rows.to(device)
