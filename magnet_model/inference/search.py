@@ -213,7 +213,8 @@ class EngineEncoder(Encoder):
         self.adapter = engine.runner.resolve_adapter(adapter)
         ref = engine.loaded.adapters.get(self.adapter, "")
         stamp = _file_stamp(ref)
-        self.key = f"{engine.loaded.source}|{self.adapter}|{stamp}|{engine.runner.dtype}"
+        numbers = f"{engine.runner.dtype}|{getattr(engine.loaded, 'packing', None) or ''}"
+        self.key = f"{engine.loaded.source}|{self.adapter}|{stamp}|{numbers}"
 
     def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         return self.engine.embed_sentences(list(texts), adapter=self.adapter, batch_size=batch_size)
