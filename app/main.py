@@ -41,7 +41,7 @@ from .admin import STATUS_CHOICES
 from .demo import BLIND_CHOICES
 from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
-from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS
+from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS, default_corpus
 from .outputs import (
     AdminPanel,
     AdminProgress,
@@ -574,6 +574,13 @@ def load_engine(spec: ModelSpec) -> tuple[Engine, dict[str, ModelLoadError]]:
     return engine, dict(engine.loaded.failed)
 
 
+def _read_default_corpus() -> None:
+    try:
+        default_corpus()
+    except Exception as e:  # the warm-up, or the first search, says it again
+        log.warning("The default search corpus could not be read ahead: %s", e)
+
+
 def start_search_warmup(app: MagnetApp) -> threading.Thread:
     """Embed the default search corpus in the background while the page is served, unless
     `make prepare` cached it already: the first search then only embeds its query."""
@@ -636,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = AppSettings.from_env()
+        if settings.demo and settings.search_warmup:
+            # the default search corpus is read (seconds of parsing) while the model loads
+            reader = threading.Thread(target=_read_default_corpus, name="corpus", daemon=True)
+            reader.start()
         spec = server_spec(ModelSpec.from_args(args))
         store = AnnotationStore(url=args.db_url, path=args.db_path)  # fails fast if read-only
         engine, unavailable = load_engine(spec)
