@@ -43,7 +43,7 @@ run: setup
 	$(BIN)/python -m app
 
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

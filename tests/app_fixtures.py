@@ -3,6 +3,7 @@ with a temporary annotation store and cache."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -44,3 +45,10 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def free_port() -> int:
+    """A loopback port free now (tests run in parallel workers: never assume 7860 is)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

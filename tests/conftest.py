@@ -22,14 +22,6 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests of one shared PostgreSQL database run in one worker (--dist loadgroup): each
-    drops and recreates the schema, which another worker's test must not see mid-way."""
-    for item in items:
-        if item.get_closest_marker("postgres") or "pg_store" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("postgres"))
-
-
 @pytest.fixture
 def tiny_tokenizer():
     return make_tiny_tokenizer()

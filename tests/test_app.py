@@ -8,7 +8,7 @@ import re
 
 import gradio as gr
 import pytest
-from app_fixtures import fake_request, make_app
+from app_fixtures import fake_request, free_port, make_app
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
@@ -326,7 +326,8 @@ def test_broken_base_model_is_one_clear_error(tmp_path, capsys):
         load_engine(spec)
     assert info.value.adapter is None
     db = str(tmp_path / "db.sqlite3")
-    assert main(["--base-model", str(tmp_path / "no-base"), "--db-path", db]) == 2
+    port = str(free_port())
+    assert main(["--base-model", str(tmp_path / "no-base"), "--db-path", db, "--port", port]) == 2
     err = capsys.readouterr().err
     assert "error: The base model" in err and "Traceback" not in err
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import Clock, admin_request, fake_request, make_app
+from app_fixtures import Clock, admin_request, fake_request, free_port, make_app
 from sqlalchemy import event
 from starlette.testclient import TestClient
 from tiny_models import tiny_engine
@@ -259,7 +259,8 @@ def test_app_refuses_to_start_on_an_unwritable_database(tmp_path, capsys):
     from app.main import main
 
     (tmp_path / "a_file").write_text("x")
-    code = main(["--db-path", str(tmp_path / "a_file" / "db.sqlite3")])
+    port = str(free_port())
+    code = main(["--db-path", str(tmp_path / "a_file" / "db.sqlite3"), "--port", port])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: The database") and err.count("\n") == 1
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_fixtures import free_port
 
 from annotation_db import AnnotationStore, ItemIn, OutputIn
 
@@ -34,12 +34,6 @@ DEMO_CALLERS, RATERS, SUBMITS, FLOOD_S = 40, 16, 6, 25.0
 # MAGNET_LOAD_DEMO_CALLERS=0 measures the raters alone, for comparison (not an assertion)
 DEMO_CALLERS = int(os.environ.get("MAGNET_LOAD_DEMO_CALLERS", DEMO_CALLERS))
 TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tokens(db: Path) -> list[str]:
@@ -66,7 +60,7 @@ def server(tmp_path_factory):
     paths = save_tiny_model(tmp / "model")
     db = tmp / "db.sqlite3"
     tokens = _tokens(db)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH=str(ROOT))
     env |= {"MAGNET_DATA_DIR": str(tmp / "data"), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     env |= {"OMP_NUM_THREADS": "1", "MAGNET_QUEUE_SIZE": "32"}  # the review's queue size

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from app_fixtures import free_port
 
 from annotation_db import AnnotationStore, ItemIn, OutputIn
 
@@ -67,12 +67,6 @@ def _require_browser() -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _study(db: Path) -> str:
     """A one-item study with two outputs; returns a rater's invite token."""
     with AnnotationStore(path=db) as store:
@@ -99,7 +93,7 @@ def served(tmp_path_factory):
     paths = save_tiny_model(tmp / "model")
     db = tmp / "db.sqlite3"
     token, phone_token = _study(db)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
     env["MAGNET_DATA_DIR"] = str(tmp / "data")  # the private download folder too
     env["PYTHONPATH"] = str(ROOT)

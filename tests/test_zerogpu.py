@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,7 +24,7 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
-from app_fixtures import admin_request, make_app
+from app_fixtures import admin_request, free_port, make_app
 from tiny_models import save_tiny_model, tiny_engine
 
 from app import gpu
@@ -210,12 +209,6 @@ def test_space_env_defaults_and_persistent_storage(tmp_path):
     assert env["HF_HOME"] == str(data / "huggingface")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _call(url: str, api: str, data: list) -> list:
     """One call of a Gradio API endpoint over plain HTTP: POST, then read its event stream."""
     req = urllib.request.Request(
@@ -239,7 +232,7 @@ def _call(url: str, api: str, data: list) -> list:
 def test_space_launcher_imports_spaces_first_and_serves_a_tiny_model_without_gpu(tmp_path):
     paths = save_tiny_model(tmp_path / "model")
     calls, imports, log_path = tmp_path / "calls.jsonl", tmp_path / "imports.txt", tmp_path / "log"
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAGNET_", "SPACES_"))}
     env.update(
         PYTHONPATH=os.pathsep.join([str(STANDINS), str(ROOT)]),

@@ -3,7 +3,11 @@ and the server answers (``.ci/postgres.sh`` sets it up); otherwise those tests s
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -50,11 +54,26 @@ def sqlite_store(tmp_path):
     store.close()
 
 
+@contextmanager
+def pg_in_turn():
+    """One test at a time on the shared PostgreSQL database, across pytest-xdist workers: each
+    drops and recreates the schema, which another worker's test must not see mid-way."""
+    path = Path(tempfile.gettempdir()) / "magnet-pg-tests.lock"
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def pg_store():
-    s = fresh_pg_store()
-    yield s
-    s.close()
+    pg_url_or_skip()
+    with pg_in_turn():
+        s = fresh_pg_store()
+        yield s
+        s.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -62,10 +81,14 @@ def store(request, tmp_path):
     """The same tests on both backends."""
     if request.param == "sqlite":
         s = AnnotationStore(path=tmp_path / "annotations.sqlite3")
-    else:
+        yield s
+        s.close()
+        return
+    pg_url_or_skip()
+    with pg_in_turn():
         s = fresh_pg_store()
-    yield s
-    s.close()
+        yield s
+        s.close()
 
 
 SYSTEMS = ("magnet", "base-zero-shot", "base-five-shot")
