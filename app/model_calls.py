@@ -62,9 +62,11 @@ class ModelCalls(Services):
 
     def warm_search(self) -> dict[str, str]:
         """Embed the default corpus with every search system that can run and has no cached
-        vectors for it (`make prepare` usually did it already), one batch at a time with
-        visitors' calls first, so the first search only embeds its query. Run in a thread at
-        start; returns what each system did (for the log)."""
+        vectors for it (`make prepare` usually did it already), so the first search only
+        embeds its query. Run in a thread at start; returns what each system did (for the log).
+        It does not yield to visitors' calls as a study job does: a search that comes meanwhile
+        waits for these very vectors, and would wait on a warm-up waiting for it. The runner's
+        lock is taken per batch, so other calls still run between batches."""
         corpus = default_corpus()
         done = {}
         for system in SEARCH_SYSTEMS:
@@ -73,13 +75,12 @@ class ModelCalls(Services):
                 continue
             try:
                 enc = self.encoder(system)
-                paced = _Paced(enc, self.model_gate.background_turn)
                 cached = search.is_cached(self.cache_dir, enc, corpus)
                 t0 = time.perf_counter()
                 # the vectors into memory, and the encoder's own weights loaded by one passage
                 # (all-MiniLM-L6-v2 loads on first use): the first query finds both ready
-                search.corpus_index(paced, corpus, self.cache_dir)
-                paced.encode(corpus.passages[:1])
+                search.corpus_index(enc, corpus, self.cache_dir)
+                enc.encode(corpus.passages[:1])
                 took = time.perf_counter() - t0
                 done[system] = "cached" if cached else f"embedded in {took:.0f} s"
             except MagnetError as e:
@@ -216,18 +217,6 @@ class ModelCalls(Services):
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
         headers = ["system", *[TITLES[b] for b in names]]
         return SearchView(tables, gr.update(value=overlap, headers=headers), note)
-
-
-class _Paced(search.Encoder):
-    """An encoder that lets visitors' model calls go first before each batch it embeds (the
-    same vectors and cache key as the encoder it wraps)."""
-
-    def __init__(self, encoder: search.Encoder, turn) -> None:
-        self.encoder, self.turn, self.key = encoder, turn, encoder.key
-
-    def encode(self, texts, batch_size: int = 16):
-        self.turn()
-        return self.encoder.encode(texts, batch_size)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

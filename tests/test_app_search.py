@@ -201,11 +201,8 @@ def test_the_default_corpus_is_embedded_at_start_so_the_first_search_embeds_the_
 
     corpus = search.Corpus("Default (test)", tuple(PASSAGES))
     monkeypatch.setattr(model_calls, "_DEFAULT_CORPUS", [corpus])
-    turns = []
-    monkeypatch.setattr(app.model_gate, "background_turn", lambda: turns.append(1))
     done = app.warm_search()
     assert set(done.values()) == {"embedded in 0 s"} and len(done) == 4
-    assert turns  # visitors' calls went first, batch by batch
     assert app.warm_search() == dict.fromkeys(done, "cached")  # a second start embeds nothing
 
     minilm = app.encoders["minilm"]
