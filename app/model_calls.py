@@ -95,7 +95,7 @@ class ModelCalls(Services):
             if self.availability(system):
                 continue
             try:
-                cached = search.cache_path(self.cache_dir, self.encoder(system), corpus).is_file()
+                cached = search.is_cached(self.cache_dir, self.encoder(system), corpus)
             except MagnetError:
                 cached = False  # the search itself reports why this encoder cannot run
             todo += 0 if cached else len(corpus)
