@@ -12,8 +12,10 @@ file adds what inference needs to use it the way it was trained:
       "objectives": ["mntp", "msg", "sscl"],
       "sentence": {"instruction": "...", "pooling": "last" | "mean"},
       "training": {...},                                     # the trainer's full config
-      "calibration": {"span_end_bias": .., ...}             # optional: span_end.SpanEnd's
-    }                                                        # bias and how it was fitted
+      "calibration": {"span_end_bias": .., ...},            # optional: span_end.SpanEnd's
+                                                             # bias and how it was fitted
+      "layout": {"gap": {"default": .., "hint_share": .., "hint_noise": ..}}
+    }                           # optional: layout.GapRule; absent = gap 0, the first layout
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .layout import GapRule
 from .loading import hub_kwargs, is_hub_id
 from .tokens import TokenRoles
 
@@ -42,6 +45,8 @@ class AdapterMeta:
     # the end-logit calibration (magnet_model.evaluation.calibrate): span_end_bias and how it
     # was fitted
     calibration: dict = field(default_factory=dict)
+    # where the right context of a blank sits (layout.GapRule); older adapters: gap 0
+    gap: GapRule = field(default_factory=GapRule)
 
     def to_dict(self) -> dict:
         d = {
@@ -54,6 +59,8 @@ class AdapterMeta:
         }
         if self.calibration:
             d["calibration"] = self.calibration
+        if self.gap != GapRule():
+            d["layout"] = {"gap": self.gap.to_dict()}
         return d
 
     @classmethod
@@ -67,6 +74,7 @@ class AdapterMeta:
             pooling=sentence.get("pooling", "last"),
             training=d.get("training", {}),
             calibration=d.get("calibration", {}),
+            gap=GapRule.from_dict(d.get("layout", {}).get("gap")),
         )
 
 

@@ -279,7 +279,7 @@ def test_default_corpus_adds_vital_extracts_and_description_positives(base_dir, 
     assert ids(vital[0].extract) in {e.ids for e in plain}
     assert all(e.positive is None for e in plain)
     paired = load_corpus(TrainConfig(output="x", max_length=24, sscl_positives="description"), tok)
-    assert Example(ids(vital[0].extract), ids(vital[0].query)) in paired
+    assert (ids(vital[0].extract), ids(vital[0].query)) in {(e.ids, e.positive) for e in paired}
     assert len(paired) < len(plain)  # paired extracts are cut, not chunked
     wiki = load_corpus(TrainConfig(output="x", max_length=24, vital_extracts=False), tok)
     assert ids(vital[0].extract) not in {e.ids for e in wiki} and len(wiki) < len(paired)

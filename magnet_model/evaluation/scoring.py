@@ -231,16 +231,22 @@ def row_scores(
 
 
 def hybrid_span_nll(
-    engine, cases: Sequence[SpanCase], adapter: str, batch_size: int = 8
+    engine, cases: Sequence[SpanCase], adapter: str, batch_size: int = 8, hint: bool = False
 ) -> list[SpanNLL]:
     """MAGNET: the true span after <span_start>, reading left AND right context (one forward);
     <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration), and
-    log p(<span_end>) kept at every span position (SpanNLL.end_logp)."""
+    log p(<span_end>) kept at every span position (SpanNLL.end_logp). The right context sits
+    where the adapter's layout.GapRule puts it for a blank of unknown length, or (hint=True)
+    for a blank whose length the user gave (the true one)."""
     runner = engine.runner
     roles, bos = runner.roles(adapter), runner.bos(adapter)
+    rule = runner.gap_rule(adapter)
     rows = []
     for c in cases:
-        seq = build_hybrid([c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True)
+        gap = rule.inference_gap(c.n_tokens if hint else None)
+        seq = build_hybrid(
+            [c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True, gaps=[gap]
+        )
         rows.append(Row(seq.input_ids, seq.labels, seq.segments, seq.position_ids))
     span_end = runner.span_end(adapter)
     end = span_end.token

@@ -38,6 +38,7 @@ class InfillJob:
     gaps: list[str]  # whitespace typed right before each blank (not given to the model)
     piece_ids: list[list[int]]
     seq: HybridSequence  # context + one <span_start> per blank
+    position_gaps: list[int]  # positions left free after each blank (layout.GapRule)
     limits: list[int]  # max tokens per span
     fixed: list[bool]  # whether the limit is a fixed length
     roles: TokenRoles
@@ -59,11 +60,14 @@ def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_len
             raise InputError(f"A span length must be a whole number of at least 1, not {lim}.")
         limits.append(lim)
     roles = runner.roles(adapter)
-    stripped, gaps = strip_gaps(pieces)
+    stripped, typed_gaps = strip_gaps(pieces)
     piece_ids = [runner.encode(p) for p in stripped]
     bos = runner.bos(adapter)
-    seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, with_end=False)
-    need = seq.context_length + max(limits)
+    rule = runner.gap_rule(adapter)
+    gaps = [rule.inference_gap(f) for f in fixed]  # a fixed length is a length hint
+    seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, False, gaps)
+    last = max(seq.span_position(k, lim) for k, lim in enumerate(limits))
+    need = max(seq.context_length + max(limits), max(seq.position_ids) + 1, last + 1)
     if need > runner.max_input_tokens:
         raise InputTooLongError(
             f"The text is {seq.context_length} tokens long; with spans of up to "
@@ -72,7 +76,9 @@ def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_len
         )
     is_fixed = [f is not None for f in fixed]
     span_end = runner.span_end(adapter)
-    return InfillJob(stripped, gaps, piece_ids, seq, limits, is_fixed, roles, span_end, bos)
+    return InfillJob(
+        stripped, typed_gaps, piece_ids, seq, gaps, limits, is_fixed, roles, span_end, bos
+    )
 
 
 def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
@@ -158,7 +164,7 @@ def _magnet_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
             key_seg += q_seg.tolist()
             see = hybrid_step_see(torch.tensor(key_seg), q_seg)
             ids = [generated[k][-1] for k in active]
-            pos = [seq.blank_positions[k] + len(generated[k]) for k in active]
+            pos = [seq.span_position(k, len(generated[k])) for k in active]
             logits = yield Feed(ids, pos, see, list(range(len(active))))
     except StopIteration as stop:
         return stop.value
@@ -168,7 +174,9 @@ def _reference_step(runner: Runner, job: InfillJob) -> Callable:
     """The slow path: the whole layout (context + all spans so far) re-encoded every step."""
 
     def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
-        seq = build_hybrid(job.piece_ids, generated, job.roles, job.bos, with_end=False)
+        seq = build_hybrid(
+            job.piece_ids, generated, job.roles, job.bos, with_end=False, gaps=job.position_gaps
+        )
         ids = runner.tensor([seq.input_ids])
         seg = runner.tensor([seq.segments])
         mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)

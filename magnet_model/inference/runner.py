@@ -23,6 +23,7 @@ import torch
 from ..adapter_meta import AdapterMeta, find_meta
 from ..errors import ConfigError, InputTooLongError, MagnetError, UnknownAdapterError
 from ..head_rows import tie_of, undertrained
+from ..layout import GapRule
 from ..loading import LoadedModel
 from ..role_rows import RoleRows
 from ..span_end import SpanEnd
@@ -121,6 +122,11 @@ class Runner:
         if self._default_roles is None:
             self._default_roles = choose_token_roles(self.tokenizer, self.lm)
         return self._default_roles
+
+    def gap_rule(self, adapter: str | None) -> GapRule:
+        """Where the adapter was trained to find the text after a blank (layout.GapRule)."""
+        meta = self.meta(adapter)
+        return meta.gap if meta is not None else GapRule()
 
     def bos(self, adapter: str | None) -> int | None:
         """The BOS used in layouts: the trainer's record if any, else what the tokenizer adds."""

@@ -31,13 +31,16 @@ import torch
 from ..adapter_meta import SENTENCE_INSTRUCTION, AdapterMeta, save_meta
 from ..errors import ConfigError, MagnetError
 from ..files import BadLine, jsonl_records
+from ..layout import GapRule
 from ..masks import MODES
 from ..pooling import POOLINGS
 from ..role_rows import RoleRows
 from ..settings import ModelSpec, add_model_args
 from ..tokens import TokenRoles, bos_of, choose_token_roles, word_edges, word_start_table
+from ..units import token_units
 from .objectives import attention_dropout, masked_view_losses, sscl_loss
 from .views import (
+    TokenUnit,
     ViewConfig,
     collate_masked,
     collate_sentences,
@@ -56,7 +59,13 @@ RESUME_KEYS = (
     "objectives", "stage2_objectives", "attention", "stage1_steps", "stage2_steps", "batch_size",
     "grad_accum", "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
     "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
+    "span_units", "gap_default", "gap_hint_share", "gap_hint_noise", "pack_texts",
 )  # fmt: skip
+SPAN_UNITS = ("sentence", "phrase", "word", "window")
+# the first adapters' MSG: random windows only, the right context right after its blank
+FIRST_RECIPE = {
+    "span_units": "window=1", "gap_default": 0, "gap_hint_share": 0.0, "pack_texts": False
+}  # fmt: skip
 SSCL_POSITIVES = ("dropout", "description")
 
 
@@ -92,9 +101,19 @@ class TrainConfig:
         "dropout",
         choices=SSCL_POSITIVES,
     )
+    pack_texts: bool = _flag(
+        "join consecutive texts without a paraphrase (the Wikipedia paragraphs, in article "
+        "order) by a line break into texts of up to --max-length tokens, so training sees "
+        "contexts as long as people paste; --no-pack-texts trains on each text alone",
+        True,
+    )
     text_column: str = _flag("JSONL field of the text", "text")
     paraphrase_column: str = _flag("JSONL field of an optional positive", "paraphrase")
-    max_length: int = _flag("tokens per training text", 128)
+    max_length: int = _flag(
+        "tokens per training text (the infills people ask for are as long: keep it at least "
+        "the length of the passages the evaluator and the studies use, 256)",
+        256,
+    )
     sscl_max_length: int | None = _flag("tokens per SSCL text; None = --max-length", None)
     objectives: list[str] = _flag(
         "subset of mntp,msg,sscl (comma or space separated)", factory=lambda: list(OBJECTIVES)
@@ -130,6 +149,24 @@ class TrainConfig:
         8,
     )
     span_max: int = _flag("MSG span length, longest", 32)
+    span_units: str = _flag(
+        "MSG spans as shares of units a person blanks (units.py) and the paper's random "
+        "windows: comma list of sentence=, phrase=, word=, window= (window=1: the first "
+        "adapters' recipe)",
+        "sentence=0.35,phrase=0.25,word=0.15,window=0.25",
+    )
+    gap_default: int = _flag(
+        "positions left between a <blank> and the text after it when the span's length is "
+        "unknown (layout.GapRule; 0: the first adapters' layout, right context on the span's "
+        "positions)",
+        32,
+    )
+    gap_hint_share: float = _flag(
+        "share of MSG spans whose gap is their true length (a length hint the model learns "
+        "to read; a fixed length at inference gives it)",
+        0.5,
+    )
+    gap_hint_noise: float = _flag("relative noise on a length hint's gap, up to", 0.2)
     all_span_share: float = _flag(
         "share of MSG texts that are one whole span: plain causal LM, as in continuation", 0.15
     )
@@ -190,7 +227,19 @@ class TrainConfig:
             span_min=self.span_min,
             span_max=self.span_max,
             all_span_share=self.all_span_share,
+            unit_shares=unit_shares(self.span_units),
+            gap=self.gap_rule,
         )
+
+    @property
+    def gap_rule(self) -> GapRule:
+        """Where the text after a blank sits (recorded in magnet_config.json for inference)."""
+        return GapRule(self.gap_default, self.gap_hint_share, self.gap_hint_noise)
+
+    @property
+    def uses_units(self) -> bool:
+        """Whether MSG cuts units (the corpus then needs its sentences and phrases found)."""
+        return "msg" in self.objectives and set(unit_shares(self.span_units)) != {"window"}
 
     @property
     def loss_weights(self) -> dict[str, float]:
@@ -209,6 +258,29 @@ def _objective_list(value: str, flag: str) -> list[str]:
     return [o for o in OBJECTIVES if o in items]
 
 
+def unit_shares(value: str) -> dict[str, float]:
+    """'sentence=0.4,window=0.6' -> {'sentence': 0.4, 'window': 0.6} (shares need not sum
+    to 1: they are weights); refuses unknown units and a mixture of nothing."""
+    out: dict[str, float] = {}
+    for item in (v.strip() for v in value.split(",") if v.strip()):
+        name, eq, share = item.partition("=")
+        name = name.strip().lower()
+        try:
+            weight = float(share) if eq else math.nan
+        except ValueError:
+            weight = math.nan
+        if name not in SPAN_UNITS or not weight >= 0:
+            raise ConfigError(
+                f"--span-units takes a comma list of unit=share with units "
+                f"{', '.join(SPAN_UNITS)} and shares >= 0, not {value!r}."
+            )
+        out[name] = out.get(name, 0.0) + weight
+    out = {k: v for k, v in out.items() if v > 0}
+    if not out:
+        raise ConfigError(f"--span-units gives no unit a share above 0: {value!r}.")
+    return out
+
+
 def recorded_config(training: dict) -> TrainConfig:
     """The TrainConfig of a run as its adapter recorded it (magnet_config.json "training").
     Keys a later trainer added take the value that reproduces the older trainer: a run
@@ -217,6 +289,9 @@ def recorded_config(training: dict) -> TrainConfig:
     kept = {k: v for k, v in training.items() if k in names}
     kept.setdefault("vital_extracts", False)
     kept.setdefault("all_span_share", 0.0)
+    kept.setdefault("max_length", 128)
+    for key, value in FIRST_RECIPE.items():
+        kept.setdefault(key, value)
     return TrainConfig(**kept)
 
 
@@ -266,6 +341,13 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError("--span-min and --span-max must satisfy 1 <= min <= max.")
     if not 0 <= cfg.all_span_share < 1 or cfg.w_span_end < 0:
         raise ConfigError("--all-span-share must be in [0, 1) and --w-span-end >= 0.")
+    unit_shares(cfg.span_units)
+    try:
+        _ = cfg.gap_rule
+    except ValueError:
+        raise ConfigError(
+            "--gap-default must be >= 0, --gap-hint-share in [0, 1] and --gap-hint-noise in [0, 1)."
+        ) from None
     if not 0 <= cfg.sscl_dropout < 1 or not 0 < cfg.mntp_prob < 1:
         raise ConfigError("--sscl-dropout must be in [0, 1) and --mntp-prob in (0, 1).")
     if cfg.max_steps is not None and cfg.max_steps < 1:
@@ -279,11 +361,17 @@ def validate(cfg: TrainConfig) -> None:
 class Example:
     ids: tuple[int, ...]
     positive: tuple[int, ...] | None = None  # a paraphrase's ids, if the data has one
+    units: tuple[TokenUnit, ...] = ()  # sentences, phrases, words as token spans (units.py)
 
 
 def chunk(ids: list[int], size: int) -> list[list[int]]:
     """Cut a paragraph's tokens into training texts of at most `size` tokens."""
     return [ids[i : i + size] for i in range(0, len(ids), size) if len(ids[i : i + size])]
+
+
+def units_in(units: list[TokenUnit], start: int, end: int) -> tuple[TokenUnit, ...]:
+    """The units that lie wholly inside tokens [start, end), counted from start."""
+    return tuple((a - start, b - start, k) for a, b, k in units if a >= start and b <= end)
 
 
 def _read_rows(path: Path, cfg: TrainConfig) -> list[tuple[str, str | None]]:
@@ -322,6 +410,29 @@ def default_rows(positives: str = "dropout", vital: bool = True) -> list[tuple[s
     return rows
 
 
+def pack_rows(rows: list[tuple[str, str | None]], tokenizer, size: int) -> list:
+    """Consecutive texts without a paraphrase joined by a line break while they fit in `size`
+    tokens together (a text longer than that stays alone, to be chunked); pairs stay as
+    they are. Joining changes the tokens at the seams only (the line break)."""
+    lengths = tokenizer([t for t, _ in rows], add_special_tokens=False).input_ids if rows else []
+    out: list[tuple[str, str | None]] = []
+    group: list[str] = []
+    used = 0
+    for (text, para), ids in zip(rows, lengths, strict=True):
+        if para:
+            out.append((text, para))
+            continue
+        n = len(ids) + 1  # + the line break
+        if group and used + n > size:
+            out.append(("\n".join(group), None))
+            group, used = [], 0
+        group.append(text)
+        used += n
+    if group:
+        out.append(("\n".join(group), None))
+    return out
+
+
 def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
     """Files (text: one text per line; JSONL: text + optional paraphrase) or default_rows().
 
@@ -333,19 +444,36 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
     else:
         rows = default_rows(cfg.sscl_positives, cfg.vital_extracts)
     rows = [(t, p) for t, p in rows if t]
+    if cfg.pack_texts:
+        rows = pack_rows(rows, tokenizer, cfg.max_length)
 
     def encode(texts: list[str]) -> list[list[int]]:
         return tokenizer(texts, add_special_tokens=False).input_ids if texts else []
 
-    text_ids = encode([t for t, _ in rows])
+    texts = [t for t, _ in rows]
+    if cfg.uses_units and texts:
+        enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+        text_ids = enc.input_ids
+        table = word_start_table(tokenizer)
+        found = [
+            token_units(t, off, word_edges(ids, table))
+            for t, ids, off in zip(texts, text_ids, enc.offset_mapping, strict=True)
+        ]
+    else:
+        text_ids = encode(texts)
+        found = [[] for _ in texts]
     para_ids = iter(encode([p for _, p in rows if p]))
     examples = []
-    for (_, para), ids in zip(rows, text_ids, strict=True):
+    size = cfg.max_length
+    for (_, para), ids, units in zip(rows, text_ids, found, strict=True):
         if para:
-            positive = next(para_ids)[: cfg.max_length]
-            examples.append(Example(tuple(ids[: cfg.max_length]), tuple(positive)))
+            positive = next(para_ids)[:size]
+            examples.append(Example(tuple(ids[:size]), tuple(positive), units_in(units, 0, size)))
         else:
-            examples.extend(Example(tuple(c)) for c in chunk(ids, cfg.max_length))
+            examples.extend(
+                Example(tuple(c), None, units_in(units, i * size, i * size + len(c)))
+                for i, c in enumerate(chunk(ids, size))
+            )
     examples = [e for e in examples if len(e.ids) >= MIN_TOKENS]
     if not examples:
         where = ", ".join(cfg.corpus) or "the default corpus"
@@ -511,6 +639,7 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                 mntp="mntp" in token_objs,
                 msg="msg" in token_objs,
                 edges=word_edges(e.ids, run.word_starts),
+                units=e.units,
             )
             for e in batch
         ]
@@ -732,6 +861,7 @@ def save_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
         instruction=cfg.instruction,
         pooling=cfg.pooling,
         training=training,
+        gap=cfg.gap_rule,
     )
     save_meta(cfg.output, meta)
 

@@ -15,12 +15,12 @@ All randomness comes from the `random.Random` passed in, so a run is reproducibl
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..adapter_meta import SENTENCE_INSTRUCTION
-from ..layout import IGNORE, build_hybrid
+from ..layout import IGNORE, GapRule, build_hybrid
 from ..tokens import TokenRoles
 
 
@@ -36,6 +36,12 @@ class ViewConfig:
     # MSG: share of texts that are one whole span, i.e. plain causal next-token LM, the mode
     # continuation runs in with the adapter on (the method's reason generation is kept)
     all_span_share: float = 0.0
+    # MSG: what a span is, as shares of the spans drawn: a unit a person blanks (units.py:
+    # sentence, phrase, word) or the paper's random window; a text without a unit of the
+    # drawn kind gets a window. Only windows: the first adapters' recipe.
+    unit_shares: dict[str, float] = field(default_factory=lambda: {"window": 1.0})
+    # where the text after a blank sits (layout.GapRule: default gap, or the length as a hint)
+    gap: GapRule = field(default_factory=GapRule)
     instruction: str = SENTENCE_INSTRUCTION
 
 
@@ -135,6 +141,50 @@ def _place_spans(n: int, cfg: ViewConfig, rng: random.Random) -> list[tuple[int,
     return spans
 
 
+TokenUnit = tuple[int, int, str]  # [start, end) in tokens, units.KINDS kind
+
+
+def sample_unit_spans(
+    n: int,
+    units: list[TokenUnit] | tuple,
+    cfg: ViewConfig,
+    rng: random.Random,
+    edges: list[bool] | None = None,
+) -> list[tuple[int, int]]:
+    """1..max_spans non-overlapping spans, at least one token apart, each a unit of the kind
+    drawn from cfg.unit_shares (or a random window); at least a quarter of the text stays
+    context, and a unit longer than half the text (or than 2 x span_max) is never a span."""
+    kinds = list(cfg.unit_shares)
+    weights = [cfg.unit_shares[k] for k in kinds]
+    budget = max(1, min(int(n * cfg.span_budget), n - max(1, n // 4)))
+    longest = min(2 * cfg.span_max, max(1, n // 2))
+    chosen: list[tuple[int, int]] = []
+
+    def free(a: int, b: int) -> bool:
+        return all(b < x or a > y for x, y in chosen) and a >= 0 and b <= n
+
+    for _ in range(rng.randint(1, cfg.max_spans)):
+        kind = rng.choices(kinds, weights)[0]
+        pool = [(a, b) for a, b, k in units if k == kind and b - a <= longest and free(a, b)]
+        if kind == "window" or not pool:
+            window = _place_spans(n, _one_span(cfg), rng)
+            window = window if edges is None else _snap_spans(window, edges, n)
+            pool = [(a, b) for a, b in window if b - a <= longest and free(a, b)]
+        if not pool:
+            continue
+        a, b = rng.choice(pool)
+        if sum(y - x for x, y in chosen) + (b - a) > budget:
+            continue
+        chosen.append((a, b))
+    return sorted(chosen)
+
+
+def _one_span(cfg: ViewConfig) -> ViewConfig:
+    return ViewConfig(
+        max_spans=1, span_min=cfg.span_min, span_max=cfg.span_max, span_budget=cfg.span_budget
+    )
+
+
 def cut_spans(ids: list[int], spans: list[tuple[int, int]]) -> tuple[list[list[int]], list]:
     """Text ids + spans -> (len(spans) + 1 context pieces, span token lists)."""
     pieces, out, prev = [], [], 0
@@ -205,15 +255,24 @@ def masked_example(
     mntp: bool = True,
     msg: bool = True,
     edges: list[bool] | None = None,
+    units: list[TokenUnit] | tuple = (),
 ) -> MaskedExample:
     """x_m of one text: spans cut out (if msg), context corrupted for MNTP (if mntp).
 
-    With msg, a share cfg.all_span_share of texts is one whole span (causal_example)."""
+    With msg, a share cfg.all_span_share of texts is one whole span (causal_example). Spans
+    are units of the text (units: its token units) or windows, as cfg.unit_shares says; each
+    span's right context sits after the gap cfg.gap gives it."""
     if msg and cfg.all_span_share > 0 and rng.random() < cfg.all_span_share:
         return causal_example(ids, bos)
-    spans = sample_spans(len(ids), cfg, rng, edges) if msg else []
+    if not msg:
+        spans = []
+    elif set(cfg.unit_shares) == {"window"}:  # the first recipe, its random stream unchanged
+        spans = sample_spans(len(ids), cfg, rng, edges)
+    else:
+        spans = sample_unit_spans(len(ids), units, cfg, rng, edges)
     pieces, span_ids = cut_spans(ids, spans)
-    seq = build_hybrid(pieces, span_ids, roles, bos=bos, with_end=True)
+    gaps = [cfg.gap.training_gap(len(sp), rng) for sp in span_ids]
+    seq = build_hybrid(pieces, span_ids, roles, bos=bos, with_end=True, gaps=gaps)
     input_ids = list(seq.input_ids)
     specials = set(seq.blank_positions) | ({0} if bos is not None else set())
     context = [i for i in range(seq.context_length) if i not in specials]
