@@ -93,7 +93,8 @@ def phrase_spans(text: str, sentence: tuple[int, int]) -> list[tuple[int, int]]:
             a += len(_PHRASE_BREAK.match(text, a).group())
         a, b = _trimmed(text, a, b)
         words = len(_WORD.findall(text[a:b]))
-        if PHRASE_MIN_WORDS <= words <= PHRASE_MAX_WORDS and (a, b) != _trimmed(text, s0, s1):
+        whole = (a, b) in (_trimmed(text, s0, s1), _trimmed(text, s0, body_end))
+        if PHRASE_MIN_WORDS <= words <= PHRASE_MAX_WORDS and not whole:
             out.append((a, b))
     return out
 
