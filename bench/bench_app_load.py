@@ -40,7 +40,7 @@ from app_process import (  # noqa: E402
     submit_args,
     warm_cache,
 )
-from common import Row, write_report  # noqa: E402
+from common import Row, app_dtype, write_report  # noqa: E402
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -287,7 +287,7 @@ def main() -> int:
             "errors": load["infill_errors"][:5],
         },
     }
-    write_report(name, rows, extra)
+    write_report(name, rows, extra, dtype=app_dtype(extra_env))
     return 0
 
 

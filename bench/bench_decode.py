@@ -19,9 +19,10 @@ reference that re-encodes everything (issue 7, items 1 and 2).
 4. `--only-levers` (issue 24; bench/levers.py), instead: each decode lever (engine float32,
    float16-weights, int8-dynamic, eager and on the static cache, bf16 where the CPU has it in
    hardware), HF generate and llama.cpp on the shipped Q4_1 GGUF (when llama-cpp-python is
-   installed: bench/requirements.txt) on the same continuation and MAGNET span, against
-   llama.cpp and each against its own bandwidth bound; with sentence embeddings/s and the
-   side-by-side study item (s/item) of the CPU default against float32.
+   installed: bench/requirements.txt; in a process of its own, bench/levers.py) on the same
+   continuation and MAGNET span, against llama.cpp and each against its own bandwidth bound;
+   with sentence embeddings/s and the side-by-side study item (s/item) of the CPU default and
+   of bf16 (where the CPU has it) against float32.
 
 Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the table says which.
 """
@@ -29,14 +30,19 @@ Default dtype and threads are the engine's (MAGNET_DTYPE, MAGNET_THREADS); the t
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 from common import Row, copy_bandwidth, timed, write_report
 from levers import (
     LLAMA_CPP,
+    LlamaCppFailed,
     gguf_bytes_per_token,
     hf_generate_rate,
     lever_rows,
+    llama_cpp_env,
+    llama_cpp_options,
     llama_cpp_rate,
 )
 
@@ -117,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         help="instead, the table of decode levers against llama.cpp (bench/levers.py; results "
         "decode_levers.json)",
     )
-    parser.add_argument("--out", default=None, help="results name (default decode / decode-quick)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="results name under bench/results/, or a path (default decode / decode-quick)",
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -298,10 +308,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _label(engine: Engine) -> str:
-    label = str(engine.runner.dtype).replace("torch.", "")
-    if engine.runner.loaded.packing:
-        label += f" activations, {engine.runner.loaded.packing} weights (fbgemm)"
-    return label
+    """The dtype as --dtype / MAGNET_DTYPE name it (so the report says how to run it again)."""
+    return engine.runner.loaded.dtype_name
 
 
 def levers_here() -> list[tuple[str, str, str]]:
@@ -385,27 +393,37 @@ def measure_levers(engine: Engine, prompt: str, text: str, new_tokens: int, span
     }
     gguf, threads = assets.smollm2_gguf(), torch.get_num_threads()
     config = engine.runner.lm.config
-    cont = llama_cpp_rate(gguf, prompt, new_tokens, threads, repeat)
-    if cont is not None:
-        results[LLAMA_CPP] = {
-            "continuation": (cont[0], gguf_bytes_per_token(gguf, config, cont[1] + new_tokens // 2))
-        }
-        fill = llama_cpp_rate(gguf, text, span, threads, repeat) if has_magnet else None
-        if fill is not None:
-            results[LLAMA_CPP]["infill"] = (
-                fill[0],
-                gguf_bytes_per_token(gguf, config, fill[1] + span // 2),
-            )
+    llama_cpp_failed = None
+    try:
+        cont = llama_cpp_rate(gguf, prompt, new_tokens, threads, repeat)
+        if cont is not None:
+            ctx = cont[1] + new_tokens // 2
+            results[LLAMA_CPP] = {
+                "continuation": (cont[0], gguf_bytes_per_token(gguf, config, ctx))
+            }
+            fill = llama_cpp_rate(gguf, text, span, threads, repeat) if has_magnet else None
+            if fill is not None:
+                ctx = fill[1] + span // 2
+                results[LLAMA_CPP]["infill"] = (fill[0], gguf_bytes_per_token(gguf, config, ctx))
+    except LlamaCppFailed as e:  # the engine's rows stand without it
+        llama_cpp_failed = str(e)
+        print(f"llama.cpp row left out: {e}", file=sys.stderr)
     default = next(lb for lb, dtype, decode in levers_here() if dtype == default_dtype)
     details = {
         "continuation": f"{new_tokens} greedy tokens",
         "infill": f"{span}-token span, ~{fill_ctx - span // 2}-token context (llama.cpp: a "
         "continuation from a prompt as long)",
     }
-    rows = lever_rows(results, bandwidth, default, details)
+    missing = f"llama.cpp failed: {llama_cpp_failed}" if llama_cpp_failed else None
+    rows = lever_rows(results, bandwidth, default, details, missing)
     extra = {
         "bandwidth_GBps": bandwidth / 1e9,
         "default": default,
+        "llama_cpp": {
+            **llama_cpp_options(),
+            "OMP_WAIT_POLICY": llama_cpp_env(dict(os.environ))["OMP_WAIT_POLICY"],
+            "failed": llama_cpp_failed,
+        },
         "tokens_per_second": {k: {t: v[0] for t, v in r.items()} for k, r in results.items()},
         "bytes_per_token": {k: {t: v[1] for t, v in r.items()} for k, r in results.items()},
         "same_tokens_as_float32": {
@@ -413,14 +431,16 @@ def measure_levers(engine: Engine, prompt: str, text: str, new_tokens: int, span
             for label, _, _ in levers_here()
         },
     }
-    if default_dtype != "float32":
-        rows += throughput_rows(engines["float32"], engine, default, extra)
+    batched = {d: e for d, e in engines.items() if d in ("float32", default_dtype, "bfloat16")}
+    if len(batched) > 1:
+        rows += throughput_rows(batched, extra)
     return rows, extra
 
 
-def throughput_rows(f32: Engine, fast: Engine, label: str, extra: dict) -> list[Row]:
-    """Sentence embeddings/s and the study item's side-by-side infill (s/item) of the CPU
-    default against float32, measured alternately in this run."""
+def throughput_rows(engines: dict[str, Engine], extra: dict) -> list[Row]:
+    """Sentence embeddings/s (batched) and the study item's side-by-side infill (s/item) of each
+    engine dtype (the CPU default, bfloat16 where the CPU has it) against float32, measured
+    alternately in this run: the batched work next to the batch-1 decoding above."""
     from bench_embed import sts_sentences
     from bench_side_by_side import SYSTEMS
 
@@ -429,35 +449,42 @@ def throughput_rows(f32: Engine, fast: Engine, label: str, extra: dict) -> list[
     texts = sts_sentences(64)
     words = " ".join(paragraphs("heldout")[4:6]).split()[:60]
     item = " ".join(words[:30]) + " [blank] " + " ".join(words[30:])
-    for e in (f32, fast):
+    for e in engines.values():
         e.embed_sentences(texts[:8], adapter="magnet")
         e.compare_infill(item, SYSTEMS, max_span_tokens=2)
-    emb = {id(f32): [], id(fast): []}
-    study = {id(f32): [], id(fast): []}
+    emb: dict[str, list[float]] = {name: [] for name in engines}
+    study: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(3):
-        for e in (f32, fast):
+        for name, e in engines.items():
             t = time.perf_counter()
             e.embed_sentences(texts, adapter="magnet", batch_size=32)
-            emb[id(e)].append(len(texts) / (time.perf_counter() - t))
+            emb[name].append(len(texts) / (time.perf_counter() - t))
             t = time.perf_counter()
             e.compare_infill(item, SYSTEMS, max_span_tokens=16)
-            study[id(e)].append(time.perf_counter() - t)
-    e32, ef = max(emb[id(f32)]), max(emb[id(fast)])
-    s32, sf = min(study[id(f32)]), min(study[id(fast)])
-    extra["sentences_per_second"] = {"float32": e32, label: ef}
-    extra["study_item_seconds"] = {"float32": s32, label: sf}
-    return [
-        Row(f"sentence embeddings/s, magnet, {label}", ef, "sent/s", e32, "float32, same run"),
-        Row(
-            f"study item: side-by-side infill ({', '.join(SYSTEMS)}), {label}",
-            sf,
-            "s/item",
-            s32,
-            "float32, same run",
-            "",
-            "spans <= 16 tokens",
-        ),
-    ]
+            study[name].append(time.perf_counter() - t)
+    extra["sentences_per_second"] = {name: max(v) for name, v in emb.items()}
+    extra["study_item_seconds"] = {name: min(v) for name, v in study.items()}
+    e32, s32 = extra["sentences_per_second"]["float32"], extra["study_item_seconds"]["float32"]
+    rows = []
+    for name in engines:
+        if name == "float32":
+            continue
+        ef, sf = extra["sentences_per_second"][name], extra["study_item_seconds"][name]
+        rows.append(
+            Row(f"sentence embeddings/s, magnet, {name}", ef, "sent/s", e32, "float32, same run")
+        )
+        rows.append(
+            Row(
+                f"study item: side-by-side infill ({', '.join(SYSTEMS)}), {name}",
+                sf,
+                "s/item",
+                s32,
+                "float32, same run",
+                "",
+                "spans <= 16 tokens",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         "padded_tokens": m_padded,
     }
     name = args.out or ("embed-quick" if args.quick else "embed")
-    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
+    write_report(name, rows, extra, engine.runner.device, engine.runner.loaded.dtype_name)
     return 0
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_process import client, run_app, warm_cache  # noqa: E402
-from common import ROOT, Row, write_report  # noqa: E402
+from common import ROOT, Row, app_dtype, write_report  # noqa: E402
 
 QUERY = "Which river flows through the capital?"
 
@@ -77,7 +77,7 @@ def main() -> int:
     ]
     if warm_fast is not None:
         rows.append(Row("start-up warm-up, prepared vectors (in the background)", warm_fast, "s"))
-    write_report("first_search", rows)
+    write_report("first_search", rows, dtype=app_dtype())
     return 0
 
 

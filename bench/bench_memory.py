@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, Row, write_report  # noqa: E402
+from bench.common import ROOT, Row, app_dtype, write_report  # noqa: E402
 
 MB = 2**20
 LIMIT_MB = 1536
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
             "app_processes": apps,
             "cold": cold,
         },
+        dtype=app_dtype(),
     )
 
 

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "identical_outputs": same and same_c,
     }
     name = args.out or ("side_by_side-quick" if args.quick else "side_by_side")
-    write_report(name, rows, extra, engine.runner.device, engine.runner.dtype)
+    write_report(name, rows, extra, engine.runner.device, engine.runner.loaded.dtype_name)
     return 0
 
 

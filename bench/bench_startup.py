@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_process import client, infill_args, run_app, warm_cache  # noqa: E402
-from common import ROOT, Row, write_report  # noqa: E402
+from common import ROOT, Row, app_dtype, write_report  # noqa: E402
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\S+): (.*)$")
 
@@ -149,7 +149,7 @@ def main() -> int:
             else None
         ),
     }
-    write_report(name, rows, extra)
+    write_report(name, rows, extra, dtype=app_dtype())
     for kind in ("warm", "cold"):
         if extra[f"{kind}_breakdown_s"]:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in extra[f"{kind}_breakdown_s"].items())

@@ -10,6 +10,7 @@ hardware, the command and the time, which ``bench/run_all.py`` turns into bench/
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import time
@@ -123,21 +124,60 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# Settings a figure depends on that the command line does not show (set in the environment)
+RECORDED_ENV = ("MAGNET_DTYPE", "MAGNET_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+
+
+def result_path(name: str) -> Path:
+    """Where a report named `name` goes: bench/results/<name>.json for a plain name, else the
+    path it spells (absolute, or with a folder: from the current directory), ".json" added when
+    it has no suffix."""
+    if "/" not in name:
+        return RESULTS / f"{name}.json"
+    path = Path(name).expanduser().resolve()
+    return path if path.suffix else path.with_suffix(".json")
+
+
+def shown(path: Path) -> str:
+    """A path as the user reads it: relative to the repository when inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def app_dtype(extra_env: dict[str, str] | None = None) -> str:
+    """The dtype (as --dtype names it) that `python -m app`, started here with this process's
+    environment plus extra_env, runs its model in: what a benchmark that starts the app records
+    (the CPU default differs between processors: docs/performance.md)."""
+    import dataclasses
+
+    from magnet_model.loading import resolve_device, resolve_dtype
+    from magnet_model.settings import ModelSpec
+
+    spec, env = ModelSpec.from_env(), extra_env or {}
+    spec = dataclasses.replace(
+        spec,
+        dtype=env.get("MAGNET_DTYPE") or spec.dtype,
+        device=env.get("MAGNET_DEVICE") or spec.device,
+    )
+    return resolve_dtype(spec, resolve_device(spec)[0].type)
+
+
 def write_report(name: str, rows: list[Row], extra: dict | None = None, device=None, dtype=None):
-    """Print the table and write bench/results/<name>.json (hardware, command, time, rows)."""
+    """Print the table and write the report (result_path(name)): hardware and the dtype the
+    model ran in, the command and the environment settings it depends on, time, rows."""
     from magnet_model.hardware import describe
 
+    out = result_path(name)
     report = {
-        "benchmark": name,
+        "benchmark": out.stem,
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "environment": {k: os.environ[k] for k in RECORDED_ENV if k in os.environ},
         "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "hardware": describe(device, dtype),
         "rows": [r.as_dict() for r in rows],
         **(extra or {}),
     }
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(table(rows))
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {shown(out)}")
     return report

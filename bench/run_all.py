@@ -26,6 +26,7 @@ BENCH = Path(__file__).resolve().parent
 BENCHES = [
     ("decode", "bench_decode.py", "1-2. Decoding at batch 1 and the cached infill"),
     ("decode_levers", "bench_decode.py --only-levers", "1b. Decode levers against llama.cpp"),
+    ("omp_wait", "bench_omp_wait.py", "1c. OMP_WAIT_POLICY and the engine's decoding"),
     ("side_by_side", "bench_side_by_side.py", "3. Side-by-side cost"),
     ("embed", "bench_embed.py", "4. Sentence embeddings per parameter"),
     ("search", "bench_search.py", "5. Search latency and index build"),
@@ -68,11 +69,13 @@ def section(name: str, title: str) -> str:
     report = json.loads(path.read_text())
     rows = [Row(**{k: r[k] for k in Row.__dataclass_fields__}) for r in report["rows"]]
     hw = report.get("hardware", {})
-    where = hw.get("gpu") or f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores"
+    features = f" ({hw['cpu_features']})" if hw.get("cpu_features") else ""
+    where = hw.get("gpu") or f"{hw.get('cpu', '?')}{features}, {hw.get('cores', '?')} cores"
     threads = hw.get("torch_threads")
+    dtype = hw.get("dtype")  # the model's, as --dtype names it; none where no model runs
     return (
         f"## {title}\n\n`{_relative(report.get('command', ''))}` — {report.get('finished', '')}; "
-        f"{where}, {hw.get('device', 'cpu')}, {hw.get('dtype') or 'float32'}"
+        f"{where}, {hw.get('device', 'cpu')}{f', {dtype}' if dtype else ''}"
         f"{f', {threads} torch threads' if threads else ''}.\n\n{table(rows)}\n"
     )
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from . import assets
 from .errors import ModelLoadError
-from .hardware import has_fast_bf16
 from .memory import release_free_memory
 from .settings import EMBEDDED, ModelSpec
 
@@ -46,13 +45,24 @@ class LoadedModel:
     # adapters of the spec that did not load -> why (load_model(skip_failed_adapters=True))
     failed: dict[str, ModelLoadError] = field(default_factory=dict)
 
+    @property
+    def dtype_name(self) -> str:
+        """The dtype as `--dtype` names it ("float16-weights", not the float32 its activations
+        are in), for the reports that say what a number was measured in."""
+        for name, kind in _PACKED.items():
+            if self.packing == kind:
+                return name
+        return str(self.dtype).replace("torch.", "")
 
-def cpu_auto_dtype(fast_bf16: bool, fbgemm: bool) -> str:
-    """What dtype "auto" means on a CPU: bfloat16 where the CPU has it in hardware (AVX-512 BF16,
-    AMX: 1.6x float32 in issue 24's measurement), else float32 activations with float16 weights
-    where fbgemm runs (x86 with AVX2: bench/README.md), else float32."""
-    if fast_bf16:
-        return "bfloat16"
+
+def cpu_auto_dtype(fbgemm: bool) -> str:
+    """What dtype "auto" means on a CPU: float32 activations with float16 weights where fbgemm
+    runs (x86 with AVX2 or AVX-512), else float32. The same on every x86 CPU: bfloat16 is not
+    picked even where the CPU computes it (AVX-512 BF16, AMX), where it embeds batches 1.65x
+    faster than float32 but decodes at batch 1 slower than float32 and float16-weights
+    (docs/performance.md, "Which dtype a CPU runs"); the app decodes for every visitor, one
+    engine (one copy of the weights) serves all its work, and the search vectors the app reads
+    are cached per dtype, so they must come from the dtype it runs in."""
     return "float16-weights" if fbgemm else "float32"
 
 
@@ -65,7 +75,7 @@ def resolve_dtype(spec: ModelSpec, device_type: str) -> str:
     if device_type == "cpu":
         from . import packed  # imports torch: loaded when a model is
 
-        return cpu_auto_dtype(has_fast_bf16(), packed.supported())
+        return cpu_auto_dtype(packed.supported())
     return "float32"
 
 

@@ -158,8 +158,9 @@ class ModelSettings(MagnetSettings):
     )
     dtype: Dtype = Field(
         "auto",
-        description="`auto` (bf16 on CUDA; on a CPU bf16 where it has AVX-512 BF16 or AMX, "
-        "else `float16-weights` where fbgemm runs (x86 with AVX2), else float32), `float32`, "
+        description="`auto` (bf16 on CUDA; on a CPU `float16-weights` where fbgemm runs: x86 "
+        "with AVX2 or AVX-512, AMX Xeons included, see docs/performance.md; else float32), "
+        "`float32`, "
         "`bfloat16`, `float16`, `float16-weights` (CPU: float32 activations, base weights "
         "read as float16 by fbgemm), `int8-dynamic` (CPU: int8 weights, activations quantized "
         "on the fly; an experiment)",

@@ -68,3 +68,54 @@ def test_lever_rows_against_llama_cpp_and_the_bandwidth_bound():
     assert by["MAGNET span decoding tok/s, float32"].note.startswith("32-token span; ")
     alone = levers.lever_rows({"float32": results["float32"]}, 40e9, "float32")
     assert alone[0].baseline == pytest.approx(80.0) and "not installed" in alone[0].baseline_what
+
+
+def test_a_report_goes_to_the_path_given_or_under_results(tmp_path, monkeypatch, capsys):
+    """`--out /absolute/path` (or any path with a folder) is where the report goes; a plain
+    name goes under bench/results/. Both say where they wrote, and the report records the
+    environment settings the figures depend on."""
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    rows = [Row("x", 1.0, "s")]
+    report = common.write_report(str(tmp_path / "elsewhere" / "mine"), rows, dtype="bfloat16")
+    written = json.loads((tmp_path / "elsewhere" / "mine.json").read_text())
+    assert written["benchmark"] == "mine" == report["benchmark"]
+    assert written["hardware"]["dtype"] == "bfloat16"
+    assert written["environment"]["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert f"wrote {tmp_path / 'elsewhere' / 'mine.json'}" in capsys.readouterr().out
+    common.write_report("plain", rows)
+    assert (tmp_path / "results" / "plain.json").is_file()
+    assert common.result_path("a/b.json") == Path("a/b.json").resolve()
+
+
+@pytest.mark.parametrize("kind", ["epyc-avx2", "xeon-amx"])
+def test_llama_cpp_runs_without_extra_buffer_types_on_amx(kind, monkeypatch, tmp_path):
+    """llama.cpp segfaulted in llama_decode on an AMX Xeon with its AMX / repacked weight
+    buffers on (issue 32): off there, left on elsewhere; its OpenMP threads sleep when idle
+    unless the user set OMP_WAIT_POLICY (even empty)."""
+    import levers
+    from fake_cpu import fake_cpu
+
+    fake_cpu(monkeypatch, tmp_path, kind)
+    assert levers.llama_cpp_options() == {"extra_bufts": kind != "xeon-amx"}
+    assert levers.llama_cpp_env({"A": "1"}) == {"A": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert levers.llama_cpp_env({"OMP_WAIT_POLICY": ""})["OMP_WAIT_POLICY"] == ""
+
+
+def test_a_crash_of_llama_cpp_is_one_sentence_not_the_end_of_the_bench(tmp_path, monkeypatch):
+    """llama.cpp runs in a process of its own: a segfault there is a LlamaCppFailed naming the
+    signal, which bench_decode turns into a table without the llama.cpp row."""
+    import levers
+
+    crash = tmp_path / "crash.py"
+    crash.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    monkeypatch.setattr(levers, "CHILD", crash)
+    monkeypatch.setattr(levers, "llama_cpp_installed", lambda: True)
+    with pytest.raises(levers.LlamaCppFailed, match=r"killed by signal 11 \(SIGSEGV\)"):
+        levers.llama_cpp_rate(tmp_path / "m.gguf", "the cat", 8, 1, 1)
+    monkeypatch.setattr(levers, "llama_cpp_installed", lambda: False)
+    assert levers.llama_cpp_rate(tmp_path / "m.gguf", "the cat", 8, 1, 1) is None
+    rows = levers.lever_rows(
+        {"float32": {"continuation": (10.0, 5e8)}}, 40e9, "float32", None, "llama.cpp failed: x"
+    )
+    assert rows[0].baseline_what == "bandwidth bound; llama.cpp failed: x"

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from fake_cpu import CPUS, fake_cpu
 
 from magnet_model import loading
 from magnet_model.errors import ModelLoadError
@@ -29,10 +30,12 @@ def test_threads_setting_reaches_torch(tiny_dir):
         torch.set_num_threads(before)
 
 
-def test_auto_device_is_cpu_float32_without_cuda(monkeypatch):
+@pytest.mark.parametrize("kind", sorted(CPUS))
+def test_auto_device_is_cpu_float32_without_cuda(kind, monkeypatch, tmp_path):
+    """float32 activations on every kind of CPU (the weights: test_packed.py)."""
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    monkeypatch.setattr(loading, "has_fast_bf16", lambda: False)  # else bf16 (test_packed.py)
+    fake_cpu(monkeypatch, tmp_path, kind)
     assert resolve_device(ModelSpec()) == (torch.device("cpu"), torch.float32)
     with pytest.raises(ModelLoadError, match="--device cpu"):
         resolve_device(ModelSpec(device="cuda"))
@@ -110,7 +113,6 @@ def _lora_dir(path, tokenizer, seed: int, **llama) -> str:
 
 
 def _count_base_loads(monkeypatch) -> list:
-    from magnet_model import loading
 
     calls = []
     real = loading.load_base

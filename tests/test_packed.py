@@ -3,10 +3,11 @@ tiny Llama, under peft's LoRA layers and in mixed-adapter batches, and "auto" ch
 
 import pytest
 import torch
+from fake_cpu import fake_cpu
 from test_engine import TEXT, ids_of
 from tiny_models import tiny_engine
 
-from magnet_model import loading, packed
+from magnet_model import hardware, loading, packed
 from magnet_model.errors import ConfigError, ModelLoadError
 from magnet_model.settings import ModelSpec
 
@@ -89,26 +90,36 @@ def test_packed_weights_refuse_to_move(engines):
     assert fp16.to_cuda_if_visible() == torch.device("cpu")
 
 
-def test_auto_on_a_cpu_is_bf16_with_hardware_bf16_else_float16_weights_where_fbgemm_runs():
-    assert loading.cpu_auto_dtype(fast_bf16=True, fbgemm=True) == "bfloat16"
-    assert loading.cpu_auto_dtype(fast_bf16=False, fbgemm=True) == "float16-weights"
-    assert loading.cpu_auto_dtype(fast_bf16=False, fbgemm=False) == "float32"
+@pytest.mark.parametrize("kind", ["epyc-avx2", "xeon-amx"])
+def test_auto_on_either_x86_cpu_is_float16_weights(kind, monkeypatch, tmp_path):
+    """The CPU default is float16-weights on both kinds of CPU the project runs on: an AMX Xeon
+    computes bfloat16 in hardware but decodes slowest in it (docs/performance.md)."""
+    fake_cpu(monkeypatch, tmp_path, kind)
+    assert hardware.has_fast_bf16() == (kind == "xeon-amx")  # the fake is what the code sees
+    assert packed.supported()
+    spec = ModelSpec(device="cpu")
+    assert loading.resolve_dtype(spec, "cpu") == "float16-weights"
+    assert loading.resolve_packing(spec) == "float16"
+    assert loading.resolve_device(spec) == (torch.device("cpu"), torch.float32)
+    bf16 = ModelSpec(device="cpu", dtype="bfloat16")  # asked for: served on either
+    assert loading.resolve_packing(bf16) is None
+    assert loading.resolve_device(bf16)[1] == torch.bfloat16
+
+
+def test_auto_without_fbgemm_is_float32_and_a_packed_dtype_is_refused(monkeypatch, tmp_path):
+    fake_cpu(monkeypatch, tmp_path, "no-x86-simd")
+    spec = ModelSpec(device="cpu")
+    assert loading.resolve_dtype(spec, "cpu") == "float32"
+    assert loading.resolve_packing(spec) is None
+    assert loading.resolve_device(spec)[1] == torch.float32
+    with pytest.raises(ModelLoadError, match="AVX2"):
+        loading.resolve_packing(ModelSpec(device="cpu", dtype="float16-weights"))
+
+
+def test_an_explicit_dtype_stays_and_packed_dtypes_compute_in_float32():
     cpu = ModelSpec(device="cpu", dtype="float32")
     assert loading.resolve_dtype(cpu, "cpu") == "float32"  # the override stays the override
     assert loading.resolve_device(ModelSpec(device="cpu", dtype="int8-dynamic"))[1] == torch.float32
-
-
-def test_auto_picks_packing_from_the_cpu_flags(monkeypatch):
-    monkeypatch.setattr(loading, "has_fast_bf16", lambda: False)
-    monkeypatch.setattr(packed, "supported", lambda: True)
-    assert loading.resolve_packing(ModelSpec(device="cpu")) == "float16"
-    assert loading.resolve_device(ModelSpec(device="cpu"))[1] == torch.float32
-    monkeypatch.setattr(loading, "has_fast_bf16", lambda: True)
-    assert loading.resolve_packing(ModelSpec(device="cpu")) is None
-    assert loading.resolve_device(ModelSpec(device="cpu"))[1] == torch.bfloat16
-    monkeypatch.setattr(packed, "supported", lambda: False)
-    with pytest.raises(ModelLoadError, match="AVX2"):
-        loading.resolve_packing(ModelSpec(device="cpu", dtype="float16-weights"))
 
 
 def test_a_packed_dtype_off_the_cpu_is_one_sentence():
@@ -117,10 +128,11 @@ def test_a_packed_dtype_off_the_cpu_is_one_sentence():
 
 
 @needs_fbgemm
-def test_load_model_packs_after_the_adapters(tiny_dir, monkeypatch):
-    monkeypatch.setattr(loading, "has_fast_bf16", lambda: False)
-    loaded = loading.load_model(ModelSpec(base=str(tiny_dir), device="cpu"))
+def test_load_model_packs_after_the_adapters(tiny_dir):
+    spec = ModelSpec(base=str(tiny_dir), device="cpu", dtype="float16-weights")
+    loaded = loading.load_model(spec)
     assert loaded.packing == "float16" and loaded.dtype == torch.float32
+    assert loaded.dtype_name == "float16-weights"  # what reports say, not float32
     assert isinstance(loaded.model.get_output_embeddings(), packed.PackedLinear)
     plain = loading.load_model(ModelSpec(base=str(tiny_dir), device="cpu", dtype="float32"))
-    assert plain.packing is None
+    assert plain.packing is None and plain.dtype_name == "float32"

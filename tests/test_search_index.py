@@ -94,10 +94,13 @@ def test_prepare_embeds_the_default_corpus_the_app_then_finds(
 
 
 def test_the_cache_key_names_the_dtype(tiny_dir, tmp_path):
-    """Vectors computed in float32 are not served to a bfloat16 engine (nor back)."""
+    """Vectors computed in float32 are not served to a bfloat16 engine (nor back). float32
+    asked for, not the CPU default (which differs between machines)."""
     import torch
 
-    spec = ModelSpec(base=str(tiny_dir), adapters={}, device="cpu", cache_dir=tmp_path)
+    spec = ModelSpec(
+        base=str(tiny_dir), adapters={}, device="cpu", dtype="float32", cache_dir=tmp_path
+    )
     engine = Engine.from_spec(spec)
     key32 = search.EngineEncoder(engine, "base").key
     engine.model.to(torch.bfloat16)

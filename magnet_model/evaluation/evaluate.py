@@ -269,7 +269,7 @@ def resolve_systems(engine, names: list[str]) -> list[Entry]:
 
 
 def hardware(engine) -> dict:
-    return describe(engine.runner.device, engine.runner.dtype)
+    return describe(engine.runner.device, engine.runner.loaded.dtype_name)
 
 
 # ---------------------------------------------------------------- one run
