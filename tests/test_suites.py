@@ -1,0 +1,111 @@
+"""The evaluator's unit suites: what a fill is (evaluation/fills.py), how a unit is cut out of
+a passage (evaluation/suites.py), and how the suites' targets read (evaluation/report.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from magnet_model.evaluation import report as report_mod
+from magnet_model.evaluation.fills import has_sentence_end, is_one_sentence, repeats_ngram
+from magnet_model.evaluation.suites import MIN_LEFT, MIN_RIGHT, unit_case, unit_cases
+from magnet_model.tokens import word_start_table
+
+PASSAGE = (
+    "the city was founded by traders from the north in the early years of the old kingdom . "
+    "the river gave the city its wealth and its name . "
+    "it is known for its markets , its bridges and its long history of trade with the south . "
+    "today the city is the capital of the region and home to many people ."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "one"),
+    [
+        ("The river gave the city its name.", True),
+        ('"It is over," he said.', True),
+        ("The Amazon is expected to", False),
+        ("the river gave the city its name.", False),
+        ("It rose. It fell.", False),
+        ("", False),
+    ],
+)
+def test_one_complete_sentence(text, one):
+    assert is_one_sentence(text) is one
+
+
+def test_a_sentence_end_inside_a_phrase_fill_is_seen():
+    assert has_sentence_end("its bridges.") and has_sentence_end("a bridge. The end")
+    assert not has_sentence_end("its bridges and its markets") and not has_sentence_end("")
+
+
+def test_repeated_trigrams_are_the_loops_a_reader_sees():
+    assert repeats_ngram("President McKinley, President McKinley, President McKinley")
+    assert not repeats_ngram("the city of the river and the city")
+
+
+@pytest.mark.parametrize("kind", ["sentence", "phrase", "word"])
+def test_a_unit_case_removes_one_unit_of_its_kind_away_from_the_edges(tiny_tokenizer, kind):
+    table = word_start_table(tiny_tokenizer)
+    seen = set()
+    for seed in range(20):
+        case = unit_case(tiny_tokenizer, PASSAGE, kind, random.Random(seed), 256, table)
+        assert case is not None
+        assert len(case.left_ids) >= MIN_LEFT and len(case.right_ids) >= MIN_RIGHT
+        assert case.left_text + case.span_text + case.right_text == PASSAGE
+        span = case.span_text.strip()
+        seen.add(span)
+        if kind == "sentence":
+            assert span.endswith(".") and span.count(" . ") == 0
+        elif kind == "phrase":
+            assert "," not in span and "." not in span and len(span.split()) >= 2
+        else:
+            assert len(span.split()) == 1 and len(span) >= 4
+    assert len(seen) > 1, "the seed chooses among the units"
+
+
+def test_unit_cases_are_seeded_and_skip_passages_without_the_unit(tiny_tokenizer):
+    passages = ["too short .", PASSAGE, PASSAGE]
+    a = unit_cases(tiny_tokenizer, passages, "sentence", 5, 0, 256)
+    b = unit_cases(tiny_tokenizer, passages, "sentence", 5, 0, 256)
+    assert len(a) == 2 and [c.span_text for c in a] == [c.span_text for c in b]
+
+
+def _report(hybrid: float, one: float) -> dict:
+    sentence = {
+        "sizes": {"cases": 4, "span_tokens_mean": 12.0},
+        "systems": {
+            "zero-shot": {"completed_ppl_ratio": 1.4},
+            "five-shot": {"completed_ppl_ratio": 1.3},
+            "base": {"left_only_ppl": 30.0, "five_shot_ppl": 28.0, "zero_shot_ppl": 40.0},
+            "magnet": {
+                "hybrid_ppl": hybrid,
+                "one_sentence_share": one,
+                "completed_ppl_ratio": 1.1,
+                "repeat_3gram_share": 0.0,
+                "junk_share": 0.0,
+            },
+        },
+    }
+    units = {"systems": {}, "sizes": {}, "suites": {"wikipedia/sentence": sentence}}
+    units["examples"] = {
+        "wikipedia/sentence": [{"text": "a [blank] b", "truth": "x", "magnet": "y"}]
+    }
+    return {"tasks": {"units": units}}
+
+
+def test_the_sentence_suite_targets_follow_the_measurements():
+    good = {t.text: t.met for t in report_mod.unit_targets(_report(24.0, 0.9))}
+    assert good["hybrid <= 0.85 x base left-only"] and good["hybrid < five-shot"]
+    assert good[">= 80% one complete sentence"] and good["completed PPL below both prompted"]
+    bad = {t.text: t.met for t in report_mod.unit_targets(_report(29.0, 0.5))}
+    assert bad["hybrid <= 0.85 x base left-only"] is False
+    assert bad[">= 80% one complete sentence"] is False and bad["hybrid < five-shot"] is False
+
+
+def test_the_suite_table_prints_its_fills():
+    report = _report(24.0, 0.9)
+    lines = "\n".join(report_mod.render_units(report, report_mod.unit_targets(report)))
+    assert "### wikipedia/sentence" in lines and "| span PPL, hybrid (left + right) |" in lines
+    assert "truth «x»; magnet «y»" in lines
