@@ -70,6 +70,7 @@ def training_views(engine, adapter: str, n_texts: int, record: dict) -> list:
                 rng,
                 bos=bos,
                 edges=word_edges(examples[i].ids, starts),
+                units=examples[i].units,
             )
             if any(y != IGNORE for y in ex.msg_labels):
                 out.append((ex, draw))
