@@ -168,3 +168,35 @@ def test_the_masked_view_blanks_a_sentence_and_puts_its_right_context_after_the_
     blank = ex.input_ids.index(roles.blank)
     assert ex.position_ids[blank] == 10 and ex.position_ids[blank + 1] == 10 + 1 + 16
     assert ex.msg_labels[-1] == roles.span_end
+
+
+# ---------------------------------------------------------------- decoding with a gap
+
+
+def test_decoding_with_a_gap_is_the_layout_it_was_trained_on(monkeypatch):
+    """Cached decoding equals re-encoding the layout at every step with the adapter's gap,
+    the gap changes what is written (the right context moved), and a fixed length is read as
+    a length hint by a model trained with hints."""
+    from dataclasses import replace
+
+    from tiny_models import tiny_engine
+
+    from magnet_model.inference.infill import infill_job
+
+    engine = tiny_engine()
+    text = "the river [blank] the old town and the river [blank] the sea"
+    kw = dict(adapter="magnet", max_span_tokens=[5, 4])
+    before = engine.infill(text, **kw)
+    meta = engine.runner.metas["magnet"]
+    monkeypatch.setitem(
+        engine.runner.metas, "magnet", replace(meta, gap=GapRule(16, hint_share=0.5))
+    )
+    fast = engine.infill(text, **kw)
+    slow = engine.infill_reference(text, **kw)
+    ids = [s.token_ids for s in fast.spans]
+    assert ids == [s.token_ids for s in slow.spans]
+    assert ids != [s.token_ids for s in before.spans]
+    job = infill_job(engine.runner, text, "[blank]", "magnet", None, [None, 3])
+    assert job.position_gaps == [16, 3]
+    blank = job.seq.blank_positions[0]
+    assert job.seq.position_ids[blank + 1] == job.seq.position_ids[blank] + 17
