@@ -67,7 +67,8 @@ def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | Non
     return [(p, lab) for p, lab in out if p or lab]
 
 
-_MD_SPECIAL = str.maketrans({c: f"&#{ord(c)};" for c in "\\`*_{}[]()#+-!|<>~$"})
+# what would start Markdown (emphasis, code, links, tables, headings, maths) inside a line
+_MD_SPECIAL = str.maketrans({c: f"&#{ord(c)};" for c in "\\`*_[]#|~$"})
 
 
 def md_text(text: str) -> str:
