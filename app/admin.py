@@ -152,9 +152,9 @@ class AdminHandlers(ModelCalls):
         self._admin(request)
         return gr.update(choices=self._study_choices(), value=self._newest_study())
 
-    def _study_choices(self) -> list[tuple[str, str]]:
+    def _study_choices(self) -> list[str | tuple[str, str]]:
         return [
-            (f"{s.name} (the demo's blind votes)" if s.kind != "study" else s.name, s.name)
+            s.name if s.kind == "study" else (f"{s.name} (the demo's blind votes)", s.name)
             for s in self.store.list_studies()
         ]
 

@@ -448,7 +448,7 @@ def _admin_tab(app: MagnetApp) -> None:
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
     study.change(app.invite_label, inputs=study, outputs=invite, **RATING)
-    study.change(app.admin_check, inputs=study, outputs=check_report, **RATING)
+    study.change(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     check.click(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     outcome = OutputCheck.wire(report=check_report, message=check_msg)
     regenerate.click(
@@ -487,7 +487,7 @@ def _admin_tab(app: MagnetApp) -> None:
         # admin action stay usable while a study generates (tour N-M3)
         show_progress_on=create_msg,
         **STUDY,
-    ).then(app.admin_check, inputs=study, outputs=check_report, **RATING)
+    ).then(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     report.click(
         said_in(app.admin_report, 1, 0), inputs=[study, report_share], outputs=files, **RATING
     )

@@ -15,6 +15,7 @@ from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn, start_draft
 from app import studies
+from app.main import build_demo
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 
@@ -234,3 +235,17 @@ def test_invites_name_their_study_and_every_link_opens(engine, tmp_path):
         page = app.rate_load(None, fake_request(**{k: v[0] for k, v in query.items()}))
         assert page.view.title == "real" and f"rater: {name}" in page.view.head["value"]
         assert page.view.shown_item  # an item to rate, not "not valid"
+
+
+def test_while_a_study_generates_the_study_list_and_invites_stay_usable(engine, tmp_path):
+    """The create's progress bar covered the Study list, so invites went to whatever it held
+    (browser tour s4, N-M3): the bar covers the create's message alone, and the invite button
+    follows the picked study."""
+    demo = build_demo(make_app(tmp_path, engine))
+    (create,) = [d for d in demo.fns.values() if d.name == "admin_create"]
+    assert [c.elem_id for c in create.show_progress_on] == ["admin-create-msg"]
+    labels = [d for d in demo.fns.values() if d.name == "invite_label"]
+    assert [d.outputs[0].elem_id for d in labels] == ["admin-invite"]
+    assert [c.elem_id for c in labels[0].inputs] == ["admin-study"]
+    (invite,) = [d for d in demo.fns.values() if d.name == "admin_invite"]
+    assert invite.inputs[0].elem_id == "admin-study"
