@@ -12,6 +12,10 @@ the plain form zero-shot mostly answers with an empty line, while the chat form 
 five-shot, both give short answers of the right kind, the chat form more often full sentences
 where a sentence is missing.
 
+A reply that is a chat turn instead of the missing words ("I'm ready to help. What's your next
+question?", "SmolLM.": is_chat_reply, CHAT_PHRASES) is asked again once by the baseline
+(inference/prompted.py), its new reply starting with the last words before the blank.
+
 In the prompt the blank is shown as ___ whatever marker the user typed; with several blanks
 the model fills them left to right, seeing earlier answers in place and later blanks as "...".
 """
