@@ -85,7 +85,7 @@ CHAT_PHRASES = (
     r"|span)",
     r"no missing words?",
     r"the blank",
-    r"(?:blank|empty) space",
+    r"(?:a|the|this) blank space",
     r"your (?:answer|text|question|response|request|interpretation|editing)",
     r"(?:the|this) (?:given|above|following|original|provided) (?:text|passage|sentence)",
     r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"

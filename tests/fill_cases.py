@@ -39,4 +39,5 @@ FILLS = [
     "The process of neutralizing a weak acid with a strong base is well known.",
     "Aristotle would call the collecting of the donation a result of chance.",
     "I cannot imagine a world without music, she wrote.",
+    "Light crosses empty space in about eight minutes.",
 ]
