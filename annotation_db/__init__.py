@@ -19,15 +19,17 @@ Layout: each module imports only modules listed above it, so there is no import 
     queries                                      shared reads: study, progress, token lookup
     stats, planner, gold, fills                  pure: Wilson, bootstrap, Bradley-Terry,
                                                  alpha; study size; attention-check items;
-                                                 empty and overlong fills per system
+                                                 fills' problems per system (empty,
+                                                 overlong, unfinished, chat, copy, repeats)
     results                                      load_study (SQL) + summarize (pure statistics)
     io                                           CSV/JSONL import (the package's one reader),
                                                  export_rows(session, study), export writers
     rows, backup, arena                          item and output rows; SQLite online backup;
                                                  blind votes (written through store.write)
     store                                        AnnotationStore: the API, one transaction each
-    drafts, simulate, report                     built on the store: studies generated in
-                                                 steps, simulated raters, the HTML report
+    drafts, revise, simulate, report             built on the store: studies generated in
+                                                 steps, outputs revised before raters,
+                                                 simulated raters, the HTML report
     cli                                          ``python -m annotation_db``
 """
 
@@ -53,7 +55,16 @@ from .errors import (
     UnknownTokenError,
     UnsupportedError,
 )
-from .fills import OVERLONG_RATIO, FillCounts, fill_counts, fill_summary
+from .fills import (
+    OVERLONG_RATIO,
+    PROBLEMS,
+    FillCounts,
+    FlaggedOutput,
+    fill_counts,
+    fill_summary,
+    flagged_outputs,
+    is_chat_reply,
+)
 from .gold import (
     GOLD_CORRUPTED,
     GOLD_ORIGINAL,
@@ -65,6 +76,7 @@ from .io import export_rows, read_items, read_outputs, safe_file_stem, write_ite
 from .queries import label_of
 from .questions import ALL_BAD, TIE, Question, appropriate, comment, likert, preference
 from .results import StudyResults
+from .revise import revise_outputs
 from .schema import ARENA_SEEN_UNBLINDED, ARENA_STUDY
 from .settings import DBSettings, default_db_path, sqlite_url
 from .store import AnnotationStore
@@ -93,6 +105,7 @@ __all__ = [
     "AnnotationStore",
     "DBSettings",
     "FillCounts",
+    "FlaggedOutput",
     "Draft",
     "DuplicateError",
     "GOLD_CORRUPTED",
@@ -105,6 +118,7 @@ __all__ = [
     "NotFoundError",
     "OVERLONG_RATIO",
     "OutputIn",
+    "PROBLEMS",
     "Question",
     "RaterItem",
     "RaterOutput",
@@ -135,6 +149,8 @@ __all__ = [
     "fill_blanks",
     "fill_counts",
     "fill_summary",
+    "flagged_outputs",
+    "is_chat_reply",
     "label_of",
     "likert",
     "held_out_gold_items",
@@ -142,6 +158,7 @@ __all__ = [
     "preference",
     "read_items",
     "read_outputs",
+    "revise_outputs",
     "safe_file_stem",
     "sqlite_url",
     "write_items",

@@ -1,45 +1,164 @@
-"""Fills that raters should not meet unannounced: empty ones and overlong ones, per system.
+"""Fills that raters should not meet unannounced, per system: what the admin checks before
+inviting anyone, and what the report counts.
 
-A study shows each system's text with its fills written into the blanks. A fill with no word
-in it leaves the rater a passage with a sentence simply missing; one far longer than what was
-removed is a different task. Both are the system's honest output and are kept, but the admin
-and the report say how many there are (pure: items and outputs in, counts out).
+A study shows each system's text with its fills written into the blanks. Outputs are the
+systems' honest outputs and are kept as made, but a study of fragments against chat replies
+against whole sentences measures nothing; so the admin and the report say, per system, how many
+outputs have each of these problems, with examples, and the admin can make a flagged output
+again or drop its item before raters are invited (``AnnotationStore.revise_outputs``).
 
-The rules, per fill of a regular item (attention checks are made by us, not by a system):
+The rules, per fill of a regular item (attention checks are made by us, not by a system),
+pure text (no model): they live here, in the store's package, so that the app (which imports
+this package) and the report (part of it) read the same rules.
 - empty: no letter or digit in it (blank, or quotes and punctuation alone);
-- overlong: more than OVERLONG_RATIO times the words of the span it replaces, where the
-  item keeps its original span(s).
-An output counts once if any of its fills is empty (or overlong). Outputs stored without
-their fills (only the filled text) cannot be checked and are counted as unchecked.
+- overlong: more than OVERLONG_RATIO times the words of the span it replaces, where the item
+  keeps its original span(s);
+- unfinished: the span removed was a sentence (its original ends in . ! or ?) and the fill
+  does not end in one (closing quotes and brackets aside): the rater reads a fragment running
+  into the next sentence;
+- chat: a reply to the prompt instead of a fill: an assistant's phrase ("I'm ready to help",
+  "Here is the missing text", "fill in the blank", a model's name such as "SmolLM") that the
+  item's own text does not hold;
+- copy: a run of COPY_WORDS words of the item's own text (or, for a shorter fill of at least
+  MIN_COPY_WORDS words, the whole fill) copied from it;
+- repeats: a run of REPEAT_NGRAM words that occurs twice in the fill, or a word three times in
+  a row ("President President President").
+An output counts once per problem if any of its fills has it. Outputs stored without their
+fills (only the filled text) cannot be checked and are counted as unchecked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .views import ItemIn, OutputIn
 
 OVERLONG_RATIO = 3  # a fill of more than 3x the removed span's words is overlong
+COPY_WORDS = 6  # a run of this many words of the item's text, copied into a fill
+MIN_COPY_WORDS = 3  # a fill this long or longer that is wholly a run of the item's text
+REPEAT_NGRAM = 4  # a run of this many words occurring twice in one fill
+N_EXAMPLES = 3  # examples kept per system and problem
+EXAMPLE_CHARS = 160  # an example's fill is cut here
+MARKER = "[blank]"  # the app's blank; removed from an item's text before the copy check
+
+# (name, what it means for the admin), in the order they are shown
+PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("empty", "no word in it"),
+    ("overlong", f"more than {OVERLONG_RATIO}x the removed span's words"),
+    ("unfinished", "a sentence was removed, the fill does not end one"),
+    ("chat", "a chat or meta reply, not a fill"),
+    ("copy", f"copies {COPY_WORDS} or more words of the text around it"),
+    ("repeats", f"repeats a run of {REPEAT_NGRAM} words or one word 3 times"),
+)
+PROBLEM_NAMES = tuple(p for p, _ in PROBLEMS)
+
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*$")
+# A reply to the prompt rather than text for the gap: the assistant talking about the task,
+# itself or the reader. Matched case-insensitively, on word boundaries.
+CHAT_PHRASES = (
+    r"i(?:'| a)?m (?:ready|happy|glad|here) to (?:help|assist)",
+    r"i(?:'d| would) be (?:happy|glad) to (?:help|assist)",
+    r"(?:how|what) can i (?:help|do for you)",
+    r"i can help",
+    r"(?:help|assist) you",
+    r"designed to (?:help|assist)",
+    r"what(?:'s| is) your (?:next )?(?:question|text)",
+    r"you(?:'d| would) like me to",
+    r"you are (?:correct|right|asked)",
+    r"let me know if",
+    r"please (?:provide|go ahead|share the|give me|fill|ensure)",
+    r"i(?:'| a)?m sorry",
+    r"i (?:cannot|can't|am unable to|'m unable to) (?:help|assist|fill|provide|complete|answer)",
+    r"i will (?:add|replace|fill|rephrase|reorder|rewrite|provide)",
+    r"(?:as |i am |i'm )?(?:an?|the) (?:[\w-]+ )?ai\b",
+    r"(?:ai|language) model",
+    r"(?:ai|virtual|helpful) assistant",
+    r"^\W*(?:sure|certainly|of course|okay|ok|alright)\b[,!.]",
+    r"^\W*reply\s*:",
+    r"here(?:'s| is| are) (?:the|a|an|your|my) (?:\w+ )?"
+    r"(?:missing|answer|text|filled|completed|sentence|version|words?|blank|breakdown|revised"
+    r"|corrected|summary)",
+    r"fill(?:ed|ing)? in the blanks?",
+    r"(?:the|your|this) (?:missing|removed|incorrect|correct) (?:answer|words?|text|sentence|part"
+    r"|span)",
+    r"no missing words?",
+    r"the blank",
+    r"(?:a|the|this) blank space",
+    r"your (?:answer|text|question|response|request|interpretation|editing)",
+    r"(?:the|this) (?:given|above|following|original|provided) (?:text|passage|sentence)",
+    r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"
+    r"|requires|is asking|asks|has)\b",
+    r"(?:great|good|nice) summary",
+    r"bullet points?",
+    r"___",
+    r"smollm\d*",
+    r"hugging ?face",
+    r"chatgpt|openai",
+)
+_CHAT = re.compile(r"(?<!\w)(?:" + "|".join(CHAT_PHRASES) + r")(?!\w)", re.IGNORECASE)
+_WORD = re.compile(r"[\w'’-]+")
+
+
+@dataclass(frozen=True)
+class FlaggedOutput:
+    """One output with at least one problem: which item, which problems, its fill(s)."""
+
+    item_key: str
+    system: str
+    problems: tuple[str, ...]
+    fill: str  # the fills joined by " | ", cut at EXAMPLE_CHARS
 
 
 @dataclass(frozen=True)
 class FillCounts:
-    """One system's outputs on the regular items of a study."""
+    """One system's outputs on the regular items of a study: how many have each problem."""
 
     system: str
     n_outputs: int
-    empty: int  # outputs with an empty fill
-    overlong: int  # outputs with a fill of more than OVERLONG_RATIO x the removed words
+    counts: dict[str, int] = field(default_factory=dict)  # problem -> outputs with it
     unchecked: int = 0  # outputs stored without their fills
+    examples: dict[str, list[FlaggedOutput]] = field(default_factory=dict)
+    n_flagged: int = 0  # outputs with any problem
+
+    def _n(self, problem: str) -> int:
+        return self.counts.get(problem, 0)
+
+    @property
+    def empty(self) -> int:
+        return self._n("empty")
+
+    @property
+    def overlong(self) -> int:
+        return self._n("overlong")
+
+    @property
+    def unfinished(self) -> int:
+        return self._n("unfinished")
+
+    @property
+    def chat(self) -> int:
+        return self._n("chat")
+
+    @property
+    def copy(self) -> int:
+        return self._n("copy")
+
+    @property
+    def repeats(self) -> int:
+        return self._n("repeats")
 
     @property
     def flagged(self) -> int:
-        return self.empty + self.overlong
+        return self.n_flagged
 
     def summary(self) -> str:
-        """'zero-shot: 2 of 100 empty, 5 overlong' (and the unchecked ones, if any)."""
-        line = f"{self.system}: {self.empty} of {self.n_outputs} empty, {self.overlong} overlong"
+        """'zero-shot: 32 of 100 flagged (chat 30, copy 2); 0 empty, 0 overlong' -- every
+        problem with a count, never only the two that happen to be zero."""
+        found = [f"{p} {self.counts[p]}" for p in PROBLEM_NAMES if self.counts.get(p)]
+        line = f"{self.system}: {self.n_flagged} of {self.n_outputs} flagged"
+        line += f" ({', '.join(found)})" if found else " (none of the checks found a problem)"
         return line + (f", {self.unchecked} unchecked" if self.unchecked else "")
 
 
@@ -54,6 +173,62 @@ def is_overlong(fill: str, original: str | None) -> bool:
     return len(fill.split()) > OVERLONG_RATIO * len(original.split())
 
 
+def ends_sentence(text: str) -> bool:
+    return bool(_SENTENCE_END.search(text.strip()))
+
+
+def is_unfinished(fill: str, original: str | None) -> bool:
+    """The removed span was a sentence and the fill does not end one (False when unknown)."""
+    return bool(original) and ends_sentence(original) and not ends_sentence(fill)
+
+
+def is_chat_reply(fill: str, context: str = "") -> bool:
+    """An assistant's phrase in the fill that the item's own text does not hold."""
+    said = {m.group(0).lower() for m in _CHAT.finditer(fill)}
+    return bool(said - {m.group(0).lower() for m in _CHAT.finditer(context)})
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().strip("'’-") for w in _WORD.findall(text)]
+
+
+def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def is_copy(fill: str, context: str) -> bool:
+    """A run of COPY_WORDS words of the context in the fill, or a fill of MIN_COPY_WORDS or
+    more words that is wholly a run of the context."""
+    fw, cw = _words(fill), _words(context.replace(MARKER, " "))
+    if len(fw) < MIN_COPY_WORDS:
+        return False
+    n = min(COPY_WORDS, len(fw))
+    return bool(_ngrams(fw, n) & _ngrams(cw, n))
+
+
+def has_repeats(fill: str) -> bool:
+    """A run of REPEAT_NGRAM words twice, or one word three times in a row."""
+    w = _words(fill)
+    if any(w[i] == w[i + 1] == w[i + 2] for i in range(len(w) - 2)):
+        return True
+    grams = [tuple(w[i : i + REPEAT_NGRAM]) for i in range(len(w) - REPEAT_NGRAM + 1)]
+    return len(grams) != len(set(grams))
+
+
+def fill_problems(fill: str, original: str | None, context: str) -> set[str]:
+    """Every problem of one fill (PROBLEMS' names); context: the item's text."""
+    if is_empty(fill):
+        return {"empty"}
+    found = {
+        "overlong": is_overlong(fill, original),
+        "unfinished": is_unfinished(fill, original),
+        "chat": is_chat_reply(fill, context),
+        "copy": is_copy(fill, context),
+        "repeats": has_repeats(fill),
+    }
+    return {p for p, yes in found.items() if yes}
+
+
 def _originals(item: ItemIn, n: int) -> list[str | None]:
     if item.original is None:
         return [None] * n
@@ -61,30 +236,69 @@ def _originals(item: ItemIn, n: int) -> list[str | None]:
     return (spans + [None] * n)[:n]
 
 
-def fill_counts(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -> list[FillCounts]:
-    """Per system (in the order first met), how many outputs of regular items are empty or
-    overlong."""
+def output_problems(item: ItemIn, output: OutputIn) -> tuple[str, ...] | None:
+    """The problems of one output of a regular item, in PROBLEMS' order (None: no fills)."""
+    if output.fills is None:
+        return None
+    fills = [str(f) for f in output.fills]
+    if not fills:
+        return ("empty",)
+    found: set[str] = set()
+    for f, g in zip(fills, _originals(item, len(fills)), strict=True):
+        found |= fill_problems(f, g, item.text)
+    return tuple(p for p in PROBLEM_NAMES if p in found)
+
+
+def flagged_outputs(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -> list[FlaggedOutput]:
+    """Every output of a regular item with at least one problem, in the outputs' order."""
     regular = {it.key: it for it in items if not it.is_gold}
-    tally: dict[str, list[int]] = {}
+    out = []
     for o in outputs:
         item = regular.get(o.item_key)
         if item is None or o.gold_role is not None:
             continue
-        t = tally.setdefault(o.system, [0, 0, 0, 0])
-        t[0] += 1
-        if o.fills is None:
-            t[3] += 1
-            continue
-        fills = [str(f) for f in o.fills]
-        originals = _originals(item, len(fills))
-        t[1] += any(is_empty(f) for f in fills) or not fills
-        t[2] += any(is_overlong(f, g) for f, g in zip(fills, originals, strict=True))
-    return [FillCounts(s, *t) for s, t in tally.items()]
+        found = output_problems(item, o)
+        if found:
+            fill = " | ".join(str(f) for f in o.fills or [])
+            if len(fill) > EXAMPLE_CHARS:
+                fill = fill[: EXAMPLE_CHARS - 1].rstrip() + "…"
+            out.append(FlaggedOutput(o.item_key, o.system, found, fill))
+    return out
+
+
+def fill_counts(items: Sequence[ItemIn], outputs: Sequence[OutputIn]) -> list[FillCounts]:
+    """Per system (in the order first met), how many outputs of regular items have each
+    problem, with up to N_EXAMPLES examples of each."""
+    regular = {it.key: it for it in items if not it.is_gold}
+    n_out: dict[str, int] = {}
+    unchecked: dict[str, int] = {}
+    for o in outputs:
+        if o.item_key in regular and o.gold_role is None:
+            n_out[o.system] = n_out.get(o.system, 0) + 1
+            unchecked[o.system] = unchecked.get(o.system, 0) + (o.fills is None)
+    counts: dict[str, dict[str, int]] = {s: {} for s in n_out}
+    examples: dict[str, dict[str, list[FlaggedOutput]]] = {s: {} for s in n_out}
+    n_flagged = dict.fromkeys(n_out, 0)
+    for f in flagged_outputs(items, outputs):
+        n_flagged[f.system] += 1
+        for p in f.problems:
+            counts[f.system][p] = counts[f.system].get(p, 0) + 1
+            shown = examples[f.system].setdefault(p, [])
+            if len(shown) < N_EXAMPLES:
+                shown.append(f)
+    return [
+        FillCounts(s, n, counts[s], unchecked[s], examples[s], n_flagged[s])
+        for s, n in n_out.items()
+    ]
+
+
+def rules_line() -> str:
+    """What each problem means, in one line."""
+    return "; ".join(f"{p} = {why}" for p, why in PROBLEMS)
 
 
 def fill_summary(counts: Sequence[FillCounts]) -> str:
-    """One line for the admin: every system's empty and overlong outputs."""
+    """One line for the admin: every system's flagged outputs by problem."""
     if not counts:
         return "No system output to check."
-    rule = f"empty = no word; overlong = more than {OVERLONG_RATIO}x the removed span's words"
-    return "Outputs: " + "; ".join(c.summary() for c in counts) + f" ({rule})."
+    return "Outputs checked: " + "; ".join(c.summary() for c in counts) + f" ({rules_line()})."

@@ -79,6 +79,21 @@ def get_study(s: Session, name: str) -> Study:
     return study
 
 
+def check_invitable(s: Session, study: Study) -> None:
+    """Refuse to invite raters to a study whose links could not be rated: the built-in arena
+    (demo votes; its tokens never open a rater page) or a study with no regular item."""
+    if study.kind != "study":
+        raise InvalidInputError(
+            f"{study.name!r} holds the demo's blind votes and has no rater page: "
+            "pick a study of your own"
+        )
+    n = s.scalar(
+        select(func.count(Item.id)).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    )
+    if not n:
+        raise InvalidInputError(f"the study {study.name!r} has no item to rate")
+
+
 def questions_of(study: Study) -> list[Question]:
     return [Question.from_dict(q, check=False) for q in study.questions]
 

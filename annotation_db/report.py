@@ -1,6 +1,7 @@
 """A study's report: one self-contained HTML file (figures embedded as PNG, nothing fetched).
 
-Per-system rates with intervals, empty and overlong fills per system, pairwise win rates,
+Per-system rates with intervals, the fills' problems per system (empty, overlong,
+unfinished, chat replies, copies, repeats) with examples, pairwise win rates,
 Bradley-Terry with intervals, alpha per question, attention-check exclusions, rater timing, and
 example items with each system's fill. Every text that came from a user (study, items,
 outputs, rater names) is escaped.
@@ -25,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from .fills import OVERLONG_RATIO, fill_counts  # noqa: E402
+from .fills import PROBLEM_NAMES, PROBLEMS, fill_counts  # noqa: E402
 from .results import StudyResults  # noqa: E402
 from .schema import Assignment, Item, Rater, Study  # noqa: E402
 
@@ -178,26 +179,41 @@ def _rates(res: StudyResults) -> list[str]:
 
 
 def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
-    """Per system, the outputs raters saw with an empty or an overlong fill (fills.py)."""
+    """Per system, how many outputs raters saw with each problem (fills.py), and examples."""
     counts = fill_counts(items, outputs)
     if not counts:
         return []
+    head = "".join(f"<th>{p}</th>" for p in PROBLEM_NAMES)
     out = [
-        "<h2>Empty and overlong fills, per system</h2>",
-        "<table><tr><th>system</th><th>outputs</th><th>empty</th><th>overlong</th></tr>",
+        "<h2>Problems of the fills, per system</h2>",
+        f"<table><tr><th>system</th><th>outputs</th><th>flagged</th>{head}</tr>",
     ]
     for c in counts:
         unchecked = f" ({c.unchecked} stored without fills)" if c.unchecked else ""
+        cells = "".join(f"<td class=num>{c.counts.get(p, 0)}</td>" for p in PROBLEM_NAMES)
         out.append(
             f"<tr><td>{html.escape(c.system)}</td><td class=num>{c.n_outputs}{unchecked}</td>"
-            f"<td class=num>{c.empty}</td><td class=num>{c.overlong}</td></tr>"
+            f"<td class=num>{c.flagged}</td>{cells}</tr>"
         )
     out.append("</table>")
+    rules = "; ".join(f"<b>{p}</b>: {html.escape(why)}" for p, why in PROBLEMS)
     out.append(
-        "<p class='note'>Outputs of regular items. Empty: a fill with no word in it (the "
-        "rater saw the text with the span simply missing). Overlong: a fill of more than "
-        f"{OVERLONG_RATIO} times the words of the span it replaces.</p>"
+        "<p class='note'>Outputs of regular items; an output counts once per problem any of "
+        f"its fills has. {rules}.</p>"
     )
+    examples = [
+        f"<li>{html.escape(c.system)}, <b>{p}</b>: "
+        + "; ".join(
+            f"{html.escape(f.item_key)}: <span class=fill>{html.escape(f.fill)}</span>"
+            for f in c.examples[p]
+        )
+        + "</li>"
+        for c in counts
+        for p in PROBLEM_NAMES
+        if c.examples.get(p)
+    ]
+    if examples:
+        out.append("<p>Examples:</p><ul>" + "".join(examples) + "</ul>")
     return out
 
 

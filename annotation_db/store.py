@@ -32,6 +32,7 @@ from .fills import FillCounts, fill_counts
 from .io import FORMATS, export_rows, write_export
 from .queries import (
     as_utc,
+    check_invitable,
     eligible,
     get_study,
     hash_token,
@@ -284,11 +285,14 @@ class AnnotationStore:
         return self.invite_many(study, [display_name])[0]
 
     def invite_many(self, study: str, display_names: Sequence[str]) -> list[Invite]:
+        """Raters and their invite tokens (shown once), refused for a study that cannot be
+        rated (``queries.check_invitable``): a link made is one that opens."""
         names = [check_name(n, "display name", MAX_DISPLAY_NAME_CHARS) for n in display_names]
         tokens = [secrets.token_urlsafe(24) for _ in names]
 
         def fn(s: Session) -> list[Invite]:
             st = get_study(s, study)
+            check_invitable(s, st)
             raters = [
                 Rater(
                     study_id=st.id,

@@ -18,7 +18,14 @@ import gradio as gr
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from annotation_db import AnnotationError, check_study_name, fill_summary, safe_file_stem
+from annotation_db import (
+    ARENA_STUDY,
+    PROBLEMS,
+    AnnotationError,
+    check_study_name,
+    fill_summary,
+    safe_file_stem,
+)
 from annotation_db import read_items as read_item_file
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
 from annotation_db.report import plot_label, write_report
@@ -27,7 +34,14 @@ from magnet_model.systems import TITLES
 
 from . import render, studies
 from .model_calls import ModelCalls
-from .outputs import AdminPanel, AdminProgress, AdminResults, StudyForm
+from .outputs import (
+    AdminInvites,
+    AdminPanel,
+    AdminProgress,
+    AdminResults,
+    OutputCheck,
+    StudyForm,
+)
 from .rater import RATER_PATH
 from .security import DOWNLOAD_ROUTE, cookie_of, session_cookie
 from .services import PROGRESS, client_of, user_errors
@@ -133,9 +147,20 @@ class AdminHandlers(ModelCalls):
             )
 
     def admin_studies(self, request: gr.Request | None) -> gr.update:
+        """The study dropdown: every study, the newest one picked; the demo's vote store
+        ("arena") is listed for its progress and results, named as such, never picked."""
         self._admin(request)
-        names = [s.name for s in self.store.list_studies()]
-        return gr.update(choices=names, value=names[-1] if names else None)
+        return gr.update(choices=self._study_choices(), value=self._newest_study())
+
+    def _study_choices(self) -> list[str | tuple[str, str]]:
+        return [
+            s.name if s.kind == "study" else (f"{s.name} (the demo's blind votes)", s.name)
+            for s in self.store.list_studies()
+        ]
+
+    def _newest_study(self) -> str | None:
+        names = [s.name for s in self.store.list_studies() if s.kind == "study"]
+        return names[-1] if names else None
 
     def admin_create(
         self,
@@ -238,7 +263,8 @@ class AdminHandlers(ModelCalls):
             msg += f" Resumed: {reused} outputs had been made before the restart."
         with user_errors():
             msg += " " + fill_summary(self.store.fill_counts(info.name))
-        return msg, gr.update(choices=[s.name for s in self.store.list_studies()], value=info.name)
+            msg += " Check them below (Check outputs) before inviting raters."
+        return msg, gr.update(choices=self._study_choices(), value=info.name)
 
     def _study_compare(self, text: str, systems: list[str], decoding: dict) -> list:
         """One item of a study: it waits while visitors' model calls run, then runs."""
@@ -308,15 +334,118 @@ class AdminHandlers(ModelCalls):
             )
         return "\n\n".join(lines)
 
-    def admin_invite(self, request: gr.Request | None, study: str, names: str) -> list[list[str]]:
-        """One invite per line of names -> [[name, link]] (the only time tokens are shown)."""
+    def admin_invite(self, request: gr.Request | None, study: str, names: str) -> AdminInvites:
+        """One invite per line of names -> the links (the only time tokens are shown) and a
+        sentence naming the study they open. Refused for a study that cannot be rated (the
+        demo's vote store, one without items, one still generating); every link made is
+        opened here once before it is shown (a link that does not open is never handed out)."""
         self._admin(request)
         people = [n.strip() for n in (names or "").splitlines() if n.strip()]
         if not study or not people:
             raise gr.Error("Pick a study and type one rater name per line.", print_exception=False)
+        job = self.study_jobs.get(study)
+        if study in studies.unfinished(self.store):
+            made = f" ({job.done} of {job.total} outputs made)" if job and job.running else ""
+            raise gr.Error(
+                f"'{study}' is still generating its outputs{made}: invite raters once it is "
+                "created, and check its outputs first.",
+                print_exception=False,
+            )
         with user_errors():
             invites = self.store.invite_many(study, people)
-        return [[i.display_name, self._invite_link(i.token, request)] for i in invites]
+            for i in invites:  # each link opens its rater page (what the rater's click does)
+                opened = self.store.open_session(i.token)
+                if opened.study != study:
+                    raise AnnotationError(f"the link of {i.display_name} opens another study")
+            info = self.store.study(study)
+        rows = [[i.display_name, self._invite_link(i.token, request)] for i in invites]
+        msg = (
+            f"{render.plural(len(rows), 'invite link')} for the study **{render.md_text(study)}**"
+            " (each opened once here: it opens that study's rater page). Shown once: copy them "
+            "now."
+        )
+        if info.status != "open":
+            msg += f" The study is {info.status}: its raters can start once you set it open."
+        return AdminInvites(rows, msg)
+
+    def invite_label(self, study: str | None) -> gr.update:
+        """The invite button names the study its links will open."""
+        if not study:
+            return gr.update(value="Create invite links (pick a study)")
+        if study == ARENA_STUDY:
+            return gr.update(value=f"No invite links for '{study}' (the demo's votes)")
+        return gr.update(value=f"Create invite links for '{study}'")
+
+    def admin_check(self, request: gr.Request | None, study: str | None) -> str:
+        """The picked study's outputs checked (annotation_db.fills): per system, how many are
+        empty, overlong, unfinished, chat replies, copies or repeats, with examples."""
+        if not self._is_admin(request) or not study:
+            return ""
+        try:
+            counts = self.store.fill_counts(study)
+        except AnnotationError as e:  # gone meanwhile
+            return str(e)
+        return render.fill_check(study, counts, TITLES, PROBLEMS)
+
+    def admin_regenerate(
+        self,
+        request: gr.Request | None,
+        study: str,
+        problems: list[str],
+        progress=PROGRESS,
+    ) -> OutputCheck:
+        """Make the outputs flagged with any of ``problems`` again (new seed, the study's
+        decoding), before any rater is invited."""
+        self._before_raters(request, study, problems)
+        progress(0, desc="Making the flagged outputs again")
+
+        def report(done: int, total: int) -> None:
+            progress(done / max(total, 1), desc=f"Items {done}/{total}")
+
+        with user_errors():
+            n, still = studies.regenerate_flagged(
+                self.engine, self._study_compare, self.store, study, problems, report
+            )
+        log.info("Study %r: %d flagged outputs made again, %d still flagged", study, n, still)
+        msg = (
+            f"Made {render.plural(n, 'flagged output')} again; {still} of them still have one "
+            f"of these problems ({', '.join(problems)})."
+            if n
+            else f"No output is flagged with {', '.join(problems)}."
+        )
+        return OutputCheck(self.admin_check(request, study), msg)
+
+    def admin_drop(
+        self, request: gr.Request | None, study: str, problems: list[str]
+    ) -> OutputCheck:
+        """Drop every item with an output flagged with any of ``problems``, before raters."""
+        self._before_raters(request, study, problems)
+        with user_errors():
+            keys = studies.drop_flagged(self.store, study, problems)
+            info = self.store.study(study)
+        log.info("Study %r: %d flagged items dropped", study, len(keys))
+        left = info.n_items  # regular items (the attention checks are kept)
+        msg = (
+            f"Dropped {render.plural(len(keys), 'item')} ({', '.join(keys[:10])}"
+            f"{', ...' if len(keys) > 10 else ''}); {render.plural(left, 'item')} to rate left."
+            if keys
+            else f"No output is flagged with {', '.join(problems)}."
+        )
+        return OutputCheck(self.admin_check(request, study), msg)
+
+    def _before_raters(self, request: gr.Request | None, study: str, problems: list[str]) -> None:
+        """A study picked, problems ticked, no rater invited yet (else one sentence why not)."""
+        self._admin(request)
+        if not study or not problems:
+            raise gr.Error("Pick a study and the problems to act on.", print_exception=False)
+        with user_errors():
+            n = self.store.study(study).n_raters
+        if n:
+            raise gr.Error(
+                f"'{study}' has {render.plural(n, 'invited rater')}: its outputs can no longer "
+                "change (make a new study to change them).",
+                print_exception=False,
+            )
 
     def admin_progress(self, request: gr.Request | None, study: str) -> AdminProgress:
         self._admin(request)

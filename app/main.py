@@ -25,7 +25,7 @@ from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from annotation_db import AnnotationError, AnnotationStore
+from annotation_db import PROBLEMS, AnnotationError, AnnotationStore
 from annotation_db.planner import DEFAULT_ICC, DEFAULT_RATES
 from annotation_db.results import MIN_N
 from annotation_db.settings import load_store_settings
@@ -43,6 +43,7 @@ from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
 from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS, default_corpus
 from .outputs import (
+    AdminInvites,
     AdminPanel,
     AdminProgress,
     AdminResults,
@@ -50,6 +51,7 @@ from .outputs import (
     ContinueView,
     InfillColumn,
     InfillView,
+    OutputCheck,
     SearchView,
     StudyForm,
     VoteView,
@@ -359,11 +361,28 @@ def _admin_tab(app: MagnetApp) -> None:
         create_msg = gr.Textbox(label="Result", interactive=False, elem_id="admin-create-msg")
         gr.Markdown("### Studies")
         with gr.Row():
-            study = gr.Dropdown([], label="Study", allow_custom_value=False)
+            study = gr.Dropdown([], label="Study", allow_custom_value=False, elem_id="admin-study")
             refresh = gr.Button("Refresh list", size="sm")
+        gr.Markdown("#### Check the outputs before inviting raters")
+        check_report = gr.Markdown(elem_id="admin-check-report")
+        with gr.Row():
+            problems = gr.CheckboxGroup(
+                [(f"{p} ({why})", p) for p, why in PROBLEMS],
+                value=[p for p, _ in PROBLEMS],
+                label="Act on outputs flagged as",
+                scale=3,
+            )
+            with gr.Column(scale=1, min_width=200):
+                check = gr.Button("Check outputs", size="sm", elem_id="admin-check")
+                regenerate = gr.Button(
+                    "Make flagged outputs again", size="sm", elem_id="admin-regenerate"
+                )
+                drop = gr.Button("Drop items with flagged outputs", size="sm", elem_id="admin-drop")
+        check_msg = gr.Markdown(elem_classes="rate-msg", elem_id="admin-check-msg")
+        gr.Markdown("#### Invite raters")
         names = gr.Textbox(label="Rater names, one per line", lines=3)
-        invite = gr.Button("Create invite links")
-        invite_msg = gr.Markdown(elem_classes="rate-msg")
+        invite = gr.Button("Create invite links (pick a study)", elem_id="admin-invite")
+        invite_msg = gr.Markdown(elem_classes="rate-msg", elem_id="admin-invite-msg")
         links = gr.Dataframe(headers=["rater", "invite link"], interactive=False, wrap=True)
         with gr.Row():
             prog_btn = gr.Button("Progress")
@@ -428,6 +447,18 @@ def _admin_tab(app: MagnetApp) -> None:
     )
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
+    study.change(app.invite_label, inputs=study, outputs=invite, **RATING)
+    study.change(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
+    check.click(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
+    outcome = OutputCheck.wire(report=check_report, message=check_msg)
+    regenerate.click(
+        said_in(app.admin_regenerate, 2, 1),
+        inputs=[study, problems],
+        outputs=outcome,
+        show_progress_on=check_msg,
+        **STUDY,
+    )
+    drop.click(said_in(app.admin_drop, 2, 1), inputs=[study, problems], outputs=outcome, **RATING)
     form = StudyForm.wire(
         name=name,
         item_kind=item_kind,
@@ -452,15 +483,18 @@ def _admin_tab(app: MagnetApp) -> None:
         inputs=[name, upload, n_items, systems, questions, raters, n_gold]
         + [instructions, span, item_kind],
         outputs=[create_msg, study],
+        # the progress over the message alone: the study list, the invites and every other
+        # admin action stay usable while a study generates (tour N-M3)
+        show_progress_on=create_msg,
         **STUDY,
-    )
+    ).then(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     report.click(
         said_in(app.admin_report, 1, 0), inputs=[study, report_share], outputs=files, **RATING
     )
     invite.click(
-        said_in(app.admin_invite, 1, 1),
+        said_in(app.admin_invite, 2, 1),
         inputs=[study, names],
-        outputs=[links, invite_msg],
+        outputs=AdminInvites.wire(rows=links, message=invite_msg),
         **RATING,
     )
     prog_btn.click(

@@ -226,6 +226,22 @@ class StudyForm(Outputs):
 
 
 @dataclass
+class AdminInvites(Outputs):
+    """New invite links: the table of links, and the sentence naming the study they open."""
+
+    rows: list[list[str]]  # [rater, invite link]
+    message: str
+
+
+@dataclass
+class OutputCheck(Outputs):
+    """The outputs' check before inviting, and what an action on flagged outputs did."""
+
+    report: str  # Markdown: per system, the problems' counts and examples
+    message: str
+
+
+@dataclass
 class AdminProgress(Outputs):
     summary: str
     rows: list[list]  # per rater: id, name, done, open, remaining, checks, failed, invite

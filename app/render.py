@@ -67,6 +67,52 @@ def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | Non
     return [(p, lab) for p, lab in out if p or lab]
 
 
+# what would start Markdown (emphasis, code, links, tables, headings, maths) inside a line
+_MD_SPECIAL = str.maketrans({c: f"&#{ord(c)};" for c in "\\`*_[]#|~$"})
+
+
+def md_text(text: str) -> str:
+    """A model's or a user's text as plain text inside Markdown: escaped, on one line."""
+    return html.escape(" ".join(text.split()), quote=False).translate(_MD_SPECIAL)
+
+
+def fill_check(
+    study: str, counts: Sequence, titles: dict[str, str], problems: Sequence[tuple[str, str]]
+) -> str:
+    """The outputs' check before inviting, as Markdown: per system, how many outputs have each
+    problem (annotation_db.fills: counts and problems, as (name, meaning)), then examples of
+    each (item key and fill)."""
+    head = f"**Outputs of {md_text(study)}, checked before inviting**"
+    if not counts:
+        return f"{head}: no system output to check."
+    names = [p for p, _ in problems]
+    rules = "; ".join(f"{p}: {why}" for p, why in problems)
+    lines = [
+        head,
+        "",
+        "| system | outputs | flagged | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * (2 + len(names)),
+    ]
+    for c in counts:
+        cells = [str(c.counts.get(p, 0)) for p in names]
+        unchecked = f" ({c.unchecked} unchecked)" if c.unchecked else ""
+        title = md_text(titles.get(c.system, c.system))
+        lines.append(f"| {title} | {c.n_outputs}{unchecked} | {c.flagged} | {' | '.join(cells)} |")
+    examples = []
+    for c in counts:
+        for p in names:
+            shown = c.examples.get(p) or []
+            if shown:
+                said = "; ".join(f"{md_text(f.item_key)}: “{md_text(f.fill)}”" for f in shown)
+                title = md_text(titles.get(c.system, c.system))
+                examples.append(f"- {title}, **{p}** ({c.counts[p]}): {said}")
+    if examples:
+        lines += ["", "Examples:", *examples]
+    else:
+        lines += ["", "No output has any of these problems."]
+    return "\n".join([*lines, "", f"<small>{md_text(rules)}</small>"])
+
+
 def model_name(base_model: str, source: str) -> str:
     """The base model's name: the built-in one's, a Hub id, or a local folder's or file's
     name (never the path on the server)."""

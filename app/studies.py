@@ -20,9 +20,11 @@ from annotation_db import (
     StudyInfo,
     fill_blanks,
     finish_draft,
+    flagged_outputs,
     get_draft,
     held_out_gold_items,
     list_drafts,
+    revise_outputs,
     save_output,
     start_draft,
 )
@@ -384,3 +386,57 @@ def _reblanked(pool: Sequence[ItemIn], lengths: Sequence[int], rng: random.Rando
         made = blank_words(_passage(it), rng, n, n)
         out.append(ItemIn(it.key, made[0], [made[1]], it.source) if made else it)
     return out
+
+
+def flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list:
+    """The study's outputs flagged with any of ``problems`` (annotation_db.fills)."""
+    items, outputs = store.items(name)
+    wanted = set(problems)
+    return [f for f in flagged_outputs(items, outputs) if wanted & set(f.problems)]
+
+
+def regenerate_flagged(
+    engine: Engine,
+    compare: Callable[[str, list[str], dict], list],
+    store: AnnotationStore,
+    name: str,
+    problems: Sequence[str],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, int]:
+    """Make every output flagged with one of ``problems`` once more, with the study's decoding
+    and a new seed, and store them in place of the old ones (``annotation_db.revise_outputs``,
+    refused once raters are invited). -> (outputs made again, how many of them are still
+    flagged with one of those problems)."""
+    items, outputs = store.items(name)
+    wanted = set(problems)
+    todo: dict[str, list[str]] = {}
+    for f in flagged_outputs(items, outputs):
+        if wanted & set(f.problems):
+            todo.setdefault(f.item_key, []).append(f.system)
+    by_key = {it.key: it for it in items}
+    stored = {(o.item_key, o.system): o for o in outputs}
+    new: list[OutputIn] = []
+    for done, (key, names) in enumerate(todo.items()):
+        if progress:
+            progress(done, len(todo))
+        decoding = dict(stored[(key, names[0])].decoding or {})
+        run = dict(decoding)
+        if decoding.get("do_sample"):
+            run["seed"] = secrets.randbits(56)  # a new draw, stored with the new output
+        for system, r in zip(names, compare(by_key[key].text, names, run), strict=True):
+            if isinstance(r, Exception):
+                raise r
+            new.append(_output(by_key[key], system, r, engine, decoding))
+    if new:
+        revise_outputs(store, name, replace=new)
+    remade = {(o.item_key, o.system) for o in new}
+    still = [f for f in flagged(store, name, problems) if (f.item_key, f.system) in remade]
+    return len(new), len(still)
+
+
+def drop_flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list[str]:
+    """Drop every item with an output flagged with one of ``problems`` -> their keys."""
+    keys = list(dict.fromkeys(f.item_key for f in flagged(store, name, problems)))
+    if keys:
+        revise_outputs(store, name, drop=keys)
+    return keys

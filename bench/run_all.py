@@ -49,7 +49,9 @@ table and writes `results/<name>.json` (rows, hardware, command, time). This pag
 target on the ratio (or on the value where there is no baseline). Absolute times on a shared
 2-core machine vary from run to run; the ratios much less, since both sides share the run.
 Rating throughput of annotation_db is measured separately by `python bench/bench_ratings.py`
-(`results/ratings.json`).
+(`results/ratings.json`); the share of study outputs the checks before inviting flag (chat
+replies of the prompted baselines with and without their re-ask) by
+`python bench/bench_fill_checks.py --items 40` (`results/fill_checks.json`).
 """
 
 

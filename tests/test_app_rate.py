@@ -230,7 +230,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     assert "[blank]" in auto.text and auto.original  # a span was blanked automatically
     assert any(i.is_gold for i in created)
 
-    links = app.admin_invite(admin_request(app), "study1", "Ann\n\nBob\n")
+    links = app.admin_invite(admin_request(app), "study1", "Ann\n\nBob\n").rows
     assert [r[0] for r in links] == ["Ann", "Bob"]
     assert all(r[1].startswith("http://demo.test:7860/rate?token=") for r in links)
     token = links[0][1].split("token=")[1]
@@ -318,7 +318,7 @@ def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_pat
     items.write_text(json.dumps({"key": "a", "text": "the cat [blank] on the mat ."}))
     app.admin_create(admin_request(app), "prov", str(items), 1, ["magnet", "zero-shot"],
                      ["appropriate"], 1, 0, "", 2)  # fmt: skip
-    (link,) = app.admin_invite(admin_request(app), "prov", "Grace Hopper")
+    (link,) = app.admin_invite(admin_request(app), "prov", "Grace Hopper").rows
     token = link[1].split("token=")[1]
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(2), None, "")
     exported = downloaded(app, app.admin_export(admin_request(app), "prov", "csv")).read_text(

@@ -385,7 +385,7 @@ def test_invite_links_ignore_a_forwarded_host_from_anyone_but_a_proxy(app, http)
     req = fake_request()
     req.cookies = {ADMIN_COOKIE: r.cookies[ADMIN_COOKIE]}
     req.headers = {"host": "demo.test:7860"}  # what the guard lets through
-    (link,) = app.admin_invite(req, "pilot", "Bob")
+    (link,) = app.admin_invite(req, "pilot", "Bob").rows
     assert link[1].startswith("http://demo.test:7860/rate?token=")
 
 

@@ -6,14 +6,16 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import gradio as gr
 import pytest
 from app_fixtures import admin_request, fake_request, make_app
 from tiny_models import tiny_engine
 
-from annotation_db import ItemIn, OutputIn
+from annotation_db import ItemIn, OutputIn, start_draft
 from app import studies
+from app.main import build_demo
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
 
@@ -154,5 +156,96 @@ def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, mon
     monkeypatch.setattr(app, "compare_infill", zero_shot_says_nothing)
     msg, _ = app.admin_create(admin_request(app), "empties", _items_file(tmp_path, 2), 2,
                               ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
-    assert "zero-shot: 2 of 2 empty" in msg and "magnet: 0 of 2 empty" in msg
-    assert "zero-shot: 2 of 2 empty" in app.admin_progress(admin_request(app), "empties").summary
+    assert "zero-shot: 2 of 2 flagged (empty 2)" in msg and "magnet: " in msg
+    assert "Check them below" in msg
+    summary = app.admin_progress(admin_request(app), "empties").summary
+    assert "zero-shot: 2 of 2 flagged (empty 2)" in summary
+
+
+def _chatty(app, monkeypatch, replies: list[str]):
+    """zero-shot answers each call with the next of replies."""
+    real = app.compare_infill
+    calls = iter(replies)
+
+    def compare(text, systems, decoding):
+        results = real(text, systems, decoding)
+        out = []
+        for system, r in zip(systems, results, strict=True):
+            if system == "zero-shot":
+                r = replace(r, spans=[replace(s, text=next(calls)) for s in r.spans])
+            out.append(r)
+        return out
+
+    monkeypatch.setattr(app, "compare_infill", compare)
+
+
+def test_flagged_outputs_are_shown_made_again_or_dropped_before_raters(engine, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
+    """Before inviting, the admin sees per system the outputs' problems with examples (here
+    chat replies), makes them again, drops what is still flagged; once a rater is invited
+    the outputs no longer change (browser tour s4, N-M2)."""
+    app = make_app(tmp_path, engine)
+    chat = "I'm ready to help. What's your next question?"
+    _chatty(app, monkeypatch, [chat, "SmolLM.", chat, "a fine fill", "SmolLM.", "a fill"])
+    app.admin_create(admin_request(app), "chatty", _items_file(tmp_path, 3), 3,
+                     ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    report = app.admin_check(admin_request(app), "chatty")
+    assert "| Base, zero-shot prompt | 3 | 3 |" in report  # 3 outputs, 3 flagged
+    assert "**chat** (3)" in report and "SmolLM." in report and "I'm ready to help" in report
+    assert app.admin_check(fake_request(), "chatty") == ""  # nothing without the login
+
+    done = app.admin_regenerate(admin_request(app), "chatty", ["chat"])
+    assert "Made 3 flagged outputs again; 1 of them still" in done.message
+    chats = studies.flagged(app.store, "chatty", ["chat"])
+    assert [f.fill for f in chats] == ["SmolLM."]
+    assert "**chat** (1)" in done.report
+    dropped = app.admin_drop(admin_request(app), "chatty", ["chat"])
+    assert f"Dropped 1 item ({chats[0].item_key}); 2 items to rate left." == dropped.message
+    assert studies.flagged(app.store, "chatty", ["chat"]) == []
+
+    app.admin_invite(admin_request(app), "chatty", "Ann")
+    for act in (app.admin_drop, app.admin_regenerate):
+        with pytest.raises(gr.Error, match="1 invited rater"):
+            act(admin_request(app), "chatty", ["empty"])
+
+
+def test_invites_name_their_study_and_every_link_opens(engine, tmp_path):
+    """Invites are refused for the demo's vote store and for a study still generating; the
+    links made name their study, and each one opens that study's rater page (browser tour s4,
+    N-M3: links made for the covered dropdown's "arena" never opened)."""
+    app = make_app(tmp_path, engine)
+    app.admin_create(admin_request(app), "real", _items_file(tmp_path, 2), 2, ["magnet"],
+                     ["appropriate"], 3, 0, "", 3)  # fmt: skip
+    outs = [OutputIn("", "magnet", "The cat sat."), OutputIn("", "zero-shot", "The cat ran.")]
+    app.store.record_blind_vote("The cat ___.", outs, "A")  # the arena exists from now on
+    assert app.admin_studies(admin_request(app))["value"] == "real"  # never the arena
+    with pytest.raises(gr.Error, match="demo's blind votes"):
+        app.admin_invite(admin_request(app), "arena", "Zed")
+    assert "No invite links for 'arena'" in app.invite_label("arena")["value"]
+    assert app.invite_label("real")["value"] == "Create invite links for 'real'"
+    start_draft(app.store, "busy", [ItemIn("b", "x [blank] y", ["w"])], ["magnet"], {})
+    with pytest.raises(gr.Error, match="still generating"):
+        app.admin_invite(admin_request(app), "busy", "Amy")
+
+    made = app.admin_invite(admin_request(app), "real", "Ann\nBob\nCy")
+    assert "3 invite links for the study **real**" in made.message
+    assert [r[0] for r in made.rows] == ["Ann", "Bob", "Cy"]
+    for name, link in made.rows:  # open each link as the rater's browser does
+        query = parse_qs(urlparse(link).query)
+        page = app.rate_load(None, fake_request(**{k: v[0] for k, v in query.items()}))
+        assert page.view.title == "real" and f"rater: {name}" in page.view.head["value"]
+        assert page.view.shown_item  # an item to rate, not "not valid"
+
+
+def test_while_a_study_generates_the_study_list_and_invites_stay_usable(engine, tmp_path):
+    """The create's progress bar covered the Study list, so invites went to whatever it held
+    (browser tour s4, N-M3): the bar covers the create's message alone, and the invite button
+    follows the picked study."""
+    demo = build_demo(make_app(tmp_path, engine))
+    (create,) = [d for d in demo.fns.values() if d.name == "admin_create"]
+    assert [c.elem_id for c in create.show_progress_on] == ["admin-create-msg"]
+    labels = [d for d in demo.fns.values() if d.name == "invite_label"]
+    assert [d.outputs[0].elem_id for d in labels] == ["admin-invite"]
+    assert [c.elem_id for c in labels[0].inputs] == ["admin-study"]
+    (invite,) = [d for d in demo.fns.values() if d.name == "admin_invite"]
+    assert invite.inputs[0].elem_id == "admin-study"

@@ -301,6 +301,22 @@ def test_end_to_end_in_chromium(served, page):
     )
     _shot(page, "admin-refused")
     _pick_study(page, "e2e")
+    # the picked study's outputs checked before inviting, and invites that name their study
+    # and open (browser tour s4, N-M2 and N-M3)
+    expect(page.locator("#admin-check-report")).to_contain_text("Outputs of e2e, checked")
+    expect(page.locator("#admin-check-report")).to_contain_text("Base, zero-shot prompt")
+    page.get_by_role("button", name="Drop items with flagged outputs").click()
+    expect(page.locator("#admin-check-msg")).to_contain_text("invited raters")  # e2e has some
+    _shot(page, "admin-check")
+    page.get_by_label("Rater names, one per line").fill("Invited in the browser")
+    page.get_by_role("button", name="Create invite links for 'e2e'").click()
+    expect(page.locator("#admin-invite-msg")).to_contain_text("1 invite link for the study e2e")
+    link = page.get_by_text("/rate?token=").first.inner_text().strip()
+    _shot(page, "admin-invited")
+    rater = page.context.new_page()
+    rater.goto(link)  # the link made opens the study's rater page
+    expect(rater.get_by_text("rater: Invited in the browser")).to_be_visible(timeout=TIMEOUT_MS)
+    rater.close()
     page.get_by_role("button", name="Results", exact=True).click()  # study e2e: one vote
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")
     note.first.wait_for(state="attached")  # a cell of the results table
@@ -368,6 +384,10 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     phone.get_by_role("button", name="Generate outputs and create the study").click()
     expect(phone.locator("#admin-create-msg textarea")).to_have_value("Give the study a name.")
     _shot(phone, "admin-phone")
+    _pick_study(phone, "e2e")
+    expect(phone.locator("#admin-check-report")).to_contain_text("Outputs of e2e, checked")
+    phone.locator("#admin-check-report").scroll_into_view_if_needed()
+    _shot(phone, "admin-check-phone")
 
 
 def test_paper_preset_planner_and_report_in_chromium(served, page, phone):

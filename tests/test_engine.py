@@ -601,6 +601,34 @@ def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
     assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
 
 
+def test_prompted_chat_reply_is_asked_again_once(engine, tok):
+    """A reply that talks about the task instead of filling the blank ("the given sentence",
+    as "I'm ready to help" or "SmolLM." do on the real model) is written again once: its
+    reply starts with the words before the blank (fed as prompt: the plan's (5, a) is that
+    feed), and the answer may not begin with the token that began the chat reply."""
+    eos = tok.eos_token_id
+    ids = tok("the given sentence sat a this", add_special_tokens=False).input_ids
+    the, given, sentence, sat, a, this = ids
+    chat = {(5, the): [given], (6, given): [sentence], (7, sentence): [eos]}
+    plan = chat | {(5, a): [the, sat], (7, sat): [eos]}
+    text, reason, written = _drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
+    assert (text, reason, len(written)) == ("sat", "end", 1)
+    # asked again once only: a second chat reply is kept (the checks before a study flag it)
+    plan = chat | {(5, a): [the, this], (7, this): [given], (8, given): [sentence]}
+    plan[(9, sentence)] = [eos]
+    text, _, _ = _drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
+    assert text == "this given sentence"
+
+
+def test_prompted_reply_preamble_is_stripped():
+    left, right = "After the winter, the farmer walked out to ", " before the rain came."
+    for reply in ("Sure! Here is the missing text: the fields", "Certainly. the fields"):
+        assert prompts.read_answer(reply, left, right) == ("the fields", False)
+    assert prompts.is_chat_reply("I'm ready to help. What's your next question?", left + right)
+    assert prompts.is_chat_reply("SmolLM.", left + right)
+    assert not prompts.is_chat_reply("the fields", left + right)
+
+
 def test_prompted_answer_of_quotes_alone_is_empty():
     """A stray quote left from a copied context is not an answer, nor part of one."""
     left, right = 'He said "stop." ', " Then he left."

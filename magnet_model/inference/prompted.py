@@ -164,9 +164,13 @@ def answer_steps(
       the text before the blank, followed by a line break or the end of the turn, would leave
       the blank empty, so that end is refused and the model's next choice is taken;
     - a reply that still leaves the blank empty (it skipped the blank, running into the text
-      after it, or spent the whole limit copying the text before it) is written again from
-      the start, where the answer may not begin with the first token of the text after the
-      blank or of the text before it (the tokens that begin such a skip or copy).
+      after it, or spent the whole limit copying the text before it), or that is a chat turn
+      instead of the missing words ("I'm ready to help...", "SmolLM."; prompts.is_chat_reply),
+      is written again once from the start, where the answer may not begin with the first
+      token of the text after the blank or of the text before it (the tokens that begin such
+      a skip or copy); a chat reply's new attempt may not begin with the token that began it
+      either, and its reply starts with the last words before the blank (fed as prompt), so
+      that the model goes on with the text instead of talking about it.
 
     limit counts every generated token of one attempt (leading blank lines and spaces too:
     they cost a step each); visible: the lane's keys this answer may attend to (grown in
@@ -176,15 +180,42 @@ def answer_steps(
     text, reason, ids = yield from _attempt(
         runner, logits, pos, limit, s, stop, visible, left, right
     )
-    if not prompts.read_answer(text, left, right)[0]:
+    answer = prompts.read_answer(text, left, right)[0]
+    chat = bool(answer) and prompts.is_chat_reply(answer, left + right)
+    if not answer or chat:
         visible[start_keys:] = [False] * (len(visible) - start_keys)
-        not_first = sorted(
-            {*_first_tokens(runner.tokenizer, right), *_first_tokens(runner.tokenizer, left)}
-        )
+        tok = runner.tokenizer
+        not_first = {*_first_tokens(tok, right), *_first_tokens(tok, left)}
+        logits, pos = first, start_pos
+        if chat:  # nor with the token that began the chat reply ("I", "SmolLM", "Here")
+            not_first.update(ids[:1])
+            # and the reply starts where the text breaks off: the last words before the blank
+            # are written into the reply ahead of the answer (they are prompt, not answer)
+            pre = _reply_start(tok, left, limit)
+            if pre:
+                logits = yield Feed(
+                    pre, list(range(pos, pos + len(pre))), causal_see(visible, len(pre)),
+                    [len(pre) - 1],
+                )  # fmt: skip
+                visible += [True] * len(pre)
+                pos, limit = pos + len(pre), limit - len(pre)
         text, reason, ids = yield from _attempt(
-            runner, first, start_pos, limit, s, stop, visible, left, right, not_first
+            runner, logits, pos, limit, s, stop, visible, left, right, sorted(not_first)
         )
     return text, reason, ids
+
+
+REPLY_START_WORDS = 6  # words of the text before the blank that begin a re-asked chat reply
+
+
+def _reply_start(tokenizer, left: str, limit: int) -> list[int]:
+    """The ids of the last REPLY_START_WORDS words before the blank (at most half the limit,
+    so that the re-asked answer keeps room and the prompt's length check still holds)."""
+    words = left.split()[-REPLY_START_WORDS:]
+    if not words:
+        return []
+    ids = tokenizer(" ".join(words), add_special_tokens=False).input_ids
+    return ids[-(limit // 2) :] if limit >= 2 else []
 
 
 def _first_tokens(tokenizer, text: str) -> list[int]:

@@ -1,8 +1,20 @@
-"""Empty and overlong fills are counted per system, in the store, the report and the rules."""
+"""The fills' problems (empty, overlong, unfinished, chat, copy, repeats) are counted per system,
+with examples, in the store, the report and the rules; the checks are those of the Paper
+protocol's outputs that raters met unannounced (browser tour s4, N-M2)."""
 
 from __future__ import annotations
 
+import pytest
+from fill_cases import CHAT_REPLIES, FILLS
+
 from annotation_db import OVERLONG_RATIO, ItemIn, OutputIn, fill_counts, fill_summary
+from annotation_db.fills import (
+    fill_problems,
+    has_repeats,
+    is_chat_reply,
+    is_copy,
+    is_unfinished,
+)
 from annotation_db.report import render_report
 
 
@@ -10,7 +22,7 @@ def _study(store):
     items = [ItemIn(f"i{i}", f"Passage {i} with ___ inside.", ["two words"]) for i in range(4)]
     fills = {
         "magnet": ["a fill", "a fill", "a fill", "a fill"],
-        "zero-shot": ["", '"', "a fill", " ".join(["w"] * (2 * OVERLONG_RATIO + 1))],
+        "zero-shot": ["", '"', "I'm ready to help.", " ".join(["w"] * (2 * OVERLONG_RATIO + 1))],
         "five-shot": ["a fill", "a fill", "", " ".join(["w"] * (2 * OVERLONG_RATIO))],
     }
     outputs = [
@@ -21,25 +33,35 @@ def _study(store):
     store.create_study("fills", items, outputs, questions=["appropriate"], raters_per_item=1)
 
 
-def test_empty_and_overlong_outputs_are_counted_per_system(sqlite_store):
+def test_problems_are_counted_per_system_with_examples(sqlite_store):
     _study(sqlite_store)
     counts = {c.system: c for c in sqlite_store.fill_counts("fills")}
-    assert (counts["magnet"].empty, counts["magnet"].overlong) == (0, 0)
+    assert (counts["magnet"].empty, counts["magnet"].overlong, counts["magnet"].flagged) == (
+        0,
+        0,
+        0,
+    )
     # "" and a lone quote are empty; 7 words for a 2-word span is more than 3x
-    assert (counts["zero-shot"].empty, counts["zero-shot"].overlong) == (2, 1)
+    zs = counts["zero-shot"]
+    assert (zs.empty, zs.overlong, zs.chat, zs.repeats, zs.flagged) == (2, 1, 1, 1, 4)
+    assert [f.item_key for f in zs.examples["chat"]] == ["i2"]
+    assert zs.examples["chat"][0].fill == "I'm ready to help."
     assert (counts["five-shot"].empty, counts["five-shot"].overlong) == (1, 0)  # 6 = 3x: not
     assert all(c.n_outputs == 4 for c in counts.values())
     line = fill_summary(list(counts.values()))
-    assert "zero-shot: 2 of 4 empty, 1 overlong" in line and "3x" in line
+    assert "zero-shot: 4 of 4 flagged (empty 2, overlong 1, chat 1, repeats 1)" in line
+    # a system with no problem says that every check ran, not "0 empty, 0 overlong"
+    assert "magnet: 0 of 4 flagged (none of the checks found a problem)" in line
+    assert "3x" in line and "chat" in line
 
 
-def test_the_report_says_how_many_fills_are_empty_or_overlong(sqlite_store):
+def test_the_report_shows_every_problem_with_examples(sqlite_store):
     _study(sqlite_store)
     page = render_report(sqlite_store, "fills", n_resamples=50)
-    assert "Empty and overlong fills, per system" in page
-    assert "<tr><td>zero-shot</td><td class=num>4</td><td class=num>2</td><td class=num>1</td>" in (
-        page
-    )
+    assert "Problems of the fills, per system" in page
+    row = "<tr><td>zero-shot</td><td class=num>4</td><td class=num>4</td><td class=num>2</td>"
+    assert row + "<td class=num>1</td><td class=num>0</td><td class=num>1</td>" in page
+    assert "I&#x27;m ready to help." in page  # the example, escaped
 
 
 def test_attention_checks_and_outputs_without_fills():
@@ -50,3 +72,37 @@ def test_attention_checks_and_outputs_without_fills():
     ]
     (c,) = fill_counts(items, outputs)
     assert (c.n_outputs, c.empty, c.overlong, c.unchecked) == (1, 0, 0, 1)
+
+
+@pytest.mark.parametrize("reply", CHAT_REPLIES)
+def test_chat_replies_are_flagged(reply):
+    assert is_chat_reply(reply, "The Amazon is the largest rainforest on Earth. [blank]")
+
+
+@pytest.mark.parametrize("fill", FILLS)
+def test_fills_are_not_chat_replies(fill):
+    assert not is_chat_reply(fill, "Some text [blank] here.")
+
+
+def test_a_phrase_of_the_text_itself_is_no_chat_reply():
+    text = "SmolLM is a small language model. [blank] It runs on phones."
+    assert not is_chat_reply("SmolLM was trained on 2 trillion tokens.", text)
+    assert is_chat_reply("SmolLM.", "Water boils at [blank] degrees.")
+
+
+def test_copies_repeats_and_unfinished_sentences():
+    text = "After the long winter, the old farmer walked out to [blank] before the rain came."
+    assert is_copy("The old farmer walked out to the field before the rain came", text)
+    assert is_copy("the long winter", text)  # a short fill that is wholly a run of the text
+    assert not is_copy("the fields", text) and not is_copy("the barn to feed the cows", text)
+    assert has_repeats("The person who would call the person who would call")
+    assert has_repeats("President President President")
+    assert not has_repeats("He planted the seeds and watered the seeds.")
+    removed = "He planted the seeds."  # a sentence was removed
+    assert is_unfinished("There is", removed) and is_unfinished("algae are unicellular,", removed)
+    assert not is_unfinished("He sowed the wheat.", removed)
+    assert not is_unfinished('"Run!"', removed)  # a closing quote after the sentence's end
+    assert not is_unfinished("the fields", "the fields")  # words removed, not a sentence
+    assert not is_unfinished("the fields", None)  # the original unknown: not judged
+    assert fill_problems("", removed, text) == {"empty"}
+    assert fill_problems("There is", removed, text) == {"unfinished"}
