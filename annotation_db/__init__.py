@@ -31,6 +31,7 @@ Layout: each module imports only modules listed above it, so there is no import 
     cli                                          ``python -m annotation_db``
 """
 
+from .attention import AttentionRule, AttentionSettings, plan_checks, planned_settings
 from .drafts import (  # also puts the draft tables in Base.metadata (for the migrations)
     Draft,
     discard_draft,
@@ -91,6 +92,8 @@ __all__ = [
     "AlreadySubmittedError",
     "AnnotationError",
     "AnnotationStore",
+    "AttentionRule",
+    "AttentionSettings",
     "DBSettings",
     "FillCounts",
     "Draft",
@@ -139,6 +142,8 @@ __all__ = [
     "likert",
     "held_out_gold_items",
     "make_gold_items",
+    "plan_checks",
+    "planned_settings",
     "preference",
     "read_items",
     "read_outputs",

@@ -98,6 +98,13 @@ def study_info(s: Session, study: Study) -> StudyInfo:
         )
     )
     n_raters = s.scalar(select(func.count(Rater.id)).where(Rater.study_id == study.id)) or 0
+    assigned = s.execute(
+        select(func.count(Item.id), func.coalesce(func.sum(Item.n_assigned), 0)).where(
+            Item.study_id == study.id, Item.is_gold.is_(False)
+        )
+    ).one()
+    # n_assigned never exceeds raters_per_item for a regular item (the allocator's rule)
+    judgments_open = max(0, assigned[0] * study.raters_per_item - int(assigned[1]))
     return StudyInfo(
         id=study.id,
         name=study.name,
@@ -112,6 +119,8 @@ def study_info(s: Session, study: Study) -> StudyInfo:
         systems=systems,
         n_raters=n_raters,
         created_at=as_utc(study.created_at),
+        attention=dict(study.attention) if study.attention else None,
+        judgments_open=judgments_open if study.kind == "study" else 0,
     )
 
 
