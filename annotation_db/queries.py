@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from .attention import AttentionSettings, check_due
 from .errors import InvalidInputError, NotFoundError, UnknownTokenError
 from .questions import Question
 from .schema import Assignment, Item, Output, Rater, Study
@@ -160,20 +161,43 @@ def rater_progress(s: Session, rater: Rater, study: Study) -> RaterProgress:
     return RaterProgress(done, open_ + remaining, total, finished=open_ + remaining == 0)
 
 
+def check_due_at(s: Session, rater: Rater, study: Study, position: int) -> bool:
+    """Whether the rater's item at ``position`` is an attention check: ``checks_per_rater`` of
+    every ``items_per_rater`` positions, at places drawn once per rater
+    (``attention.check_offsets``). A study that states neither (made before they existed)
+    spreads its checks over every item a rater may do."""
+    settings = AttentionSettings.from_dict(study.attention)
+    n, m = settings.items_per_rater, settings.checks_per_rater
+    if n is None or m is None:
+        counts = dict(
+            s.execute(
+                select(Item.is_gold, func.count(Item.id))
+                .where(Item.study_id == study.id)
+                .group_by(Item.is_gold)
+            ).all()
+        )
+        m = counts.get(True, 0)
+        n = m + counts.get(False, 0)
+    return m > 0 and check_due(rater.seed, position, n, m)
+
+
 def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]:
-    """(answered, assigned but not answered, still assignable to this rater)."""
+    """(answered, assigned but not answered, still assignable to this rater). With no regular
+    item left for them a rater gets at most the check due at their next position (never
+    checks alone), so only that one counts as still to do."""
     done, total = s.execute(
         select(
             func.count(Assignment.completed_at),
             func.count(Assignment.id),
         ).where(Assignment.rater_id == rater.id)
     ).one()
-    remaining = 0
-    for gold in (True, False):
-        remaining += s.scalar(
-            eligible(rater, study, gold=gold).with_only_columns(func.count(Item.id))
-        )
-    return done, total - done, remaining
+    regular = s.scalar(eligible(rater, study, gold=False).with_only_columns(func.count(Item.id)))
+    gold = s.scalar(eligible(rater, study, gold=True).with_only_columns(func.count(Item.id)))
+    if regular:
+        return done, total - done, regular + gold
+    last = s.scalar(select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id))
+    due = bool(gold) and last is not None and check_due_at(s, rater, study, last + 1)
+    return done, total - done, int(due)
 
 
 def study_progress(s: Session, st: Study) -> StudyProgress:

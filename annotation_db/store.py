@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .arena import record_blind_vote
-from .attention import AttentionSettings, check_due
+from .attention import AttentionSettings
 from .backup import backup_sqlite
 from .database import Database, is_sqlite
 from .errors import (
@@ -33,6 +33,7 @@ from .fills import FillCounts, fill_counts
 from .io import FORMATS, export_rows, write_export
 from .queries import (
     as_utc,
+    check_due_at,
     eligible,
     get_study,
     hash_token,
@@ -382,10 +383,10 @@ class AnnotationStore:
     def _allocate(self, s: Session, rater: Rater, study: Study) -> Assignment | None:
         """Give the rater one more item: regular items until each has ``raters_per_item``
         raters, least-covered first, in the rater's own random order, and an attention check
-        where the rater's check schedule has one (``_check_due``), the least-used check first
-        so that raters meet different ones. A check never opens a rater's page, and a rater
-        with no regular item left gets no more checks than the one due now: nobody is handed
-        a page of checks alone."""
+        where the rater's check schedule has one (``queries.check_due_at``), the least-used
+        check first so that raters meet different ones. A check never opens a rater's page,
+        and a rater with no regular item left gets no more checks than the one due now:
+        nobody is handed a page of checks alone."""
         if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
             s.execute(select(Study.id).where(Study.id == study.id).with_for_update())
         item_id = s.scalar(
@@ -407,7 +408,7 @@ class AnnotationStore:
         rng = random.Random(f"{rater.seed}:{position}")
         if gold is not None:
             rng.random()  # the draw the old rule made: the output orders below stay as they were
-            if self._check_due(s, rater, study, position):
+            if check_due_at(s, rater, study, position):
                 item_id = gold
         if item_id is None:
             return None
@@ -422,25 +423,6 @@ class AnnotationStore:
         s.add(a)
         s.flush()
         return a
-
-    def _check_due(self, s: Session, rater: Rater, study: Study, position: int) -> bool:
-        """Whether the rater's item at ``position`` is an attention check: ``checks_per_rater``
-        of every ``items_per_rater`` positions, at places drawn once per rater
-        (``attention.check_offsets``). A study that states neither (made before they existed)
-        spreads its checks over every item a rater may do."""
-        settings = AttentionSettings.from_dict(study.attention)
-        n, m = settings.items_per_rater, settings.checks_per_rater
-        if n is None or m is None:
-            counts = dict(
-                s.execute(
-                    select(Item.is_gold, func.count(Item.id))
-                    .where(Item.study_id == study.id)
-                    .group_by(Item.is_gold)
-                ).all()
-            )
-            m = counts.get(True, 0)
-            n = m + counts.get(False, 0)
-        return m > 0 and check_due(rater.seed, position, n, m)
 
     def submit(
         self,

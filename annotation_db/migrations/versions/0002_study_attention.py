@@ -17,6 +17,10 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # a database made by create_all at this schema, then adopted without a revision stamp
+    # (annotation_db.migrate stamps the baseline), has the column already
+    if "attention" in {c["name"] for c in sa.inspect(op.get_bind()).get_columns("study")}:
+        return
     with op.batch_alter_table("study") as batch:
         batch.add_column(sa.Column("attention", sa.JSON(), nullable=True))
 
