@@ -18,8 +18,9 @@ assignment (``next_item``) and submission (``submit``), then ``results``. Report
 Each share comes with its 95% Wilson interval; the default size (300 paper-like studies) makes
 each paper-like figure's interval narrower than +/-3 points (coverage near 95% over 300
 studies; recall and exclusion over thousands of raters). The secondary sets (2 checks per
-rater, Bradley-Terry, alpha) run n/15 studies and show their wider intervals. Studies run in parallel processes (``--workers``, the
-machine's cores by default), each with its own SQLite file.
+rater, Bradley-Terry, alpha) run n/15 studies and show their wider intervals. Studies run in
+parallel processes (``--workers``, the machine's cores by default), each with its own SQLite
+file.
 
     python bench/bench_study_simulation.py [--studies 300] [--workers N] [--quick]
 
