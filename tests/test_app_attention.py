@@ -92,3 +92,23 @@ def test_a_generated_studys_checks_start_and_end_like_the_systems_fills(store):
     fills = [f for o in gold_outputs for f in o.fills]
     assert len(fills) == 6
     assert all(f[0].isupper() and f.endswith(".") for f in fills), fills
+
+
+def test_admin_results_show_the_rule_and_every_raters_figures(store):
+    from app.admin import _results_rows
+
+    _made_study(store, "res", n_items=6, n_gold=2, items_per_rater=8, k=2)
+    careful, careless = store.invite_many("res", ["careful", "careless"])
+    gold = {o.text for o in store.items("res")[1] if o.gold_role == "corrupted"}
+    for inv, ok in ((careful, True), (careless, False)):
+        while (item := store.next_item(inv.token)) is not None:
+            ans = {o.label: {"appropriate": not ok or o.text not in gold} for o in item.outputs}
+            store.submit(inv.token, item.assignment_id, ans)
+    res = store.results("res", n_resamples=100)
+    assert [a.decision for a in res.attention] == ["undecided", "excluded"]  # 2 checks each
+    rows = {r[0]: r[1:] for r in _results_rows(res)}
+    assert rows["base-zero-shot: judged appropriate, every rater (no exclusion)"][0] == 12
+    assert rows["base-zero-shot: judged appropriate"][0] == 6  # careless left out
+    excluded = rows["Raters excluded by the attention rule"]
+    assert excluded[:2] == [2, 1] and "likelihood ratio" in excluded[2]
+    assert rows["Raters undecided (too few checks to tell; counted)"][:2] == [2, 1]
