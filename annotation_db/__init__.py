@@ -33,6 +33,7 @@ Layout: each module imports only modules listed above it, so there is no import 
     cli                                          ``python -m annotation_db``
 """
 
+from .attention import AttentionRule, AttentionSettings, plan_checks, planned_settings
 from .drafts import (  # also puts the draft tables in Base.metadata (for the migrations)
     Draft,
     discard_draft,
@@ -103,6 +104,8 @@ __all__ = [
     "AlreadySubmittedError",
     "AnnotationError",
     "AnnotationStore",
+    "AttentionRule",
+    "AttentionSettings",
     "DBSettings",
     "FillCounts",
     "FlaggedOutput",
@@ -155,6 +158,8 @@ __all__ = [
     "likert",
     "held_out_gold_items",
     "make_gold_items",
+    "plan_checks",
+    "planned_settings",
     "preference",
     "read_items",
     "read_outputs",

@@ -11,9 +11,11 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .attention import DEFAULT_SLIP, planned_settings
 from .errors import AnnotationError
 from .io import FORMATS, read_items, read_outputs, write_items
 from .planner import DEFAULT_ICC, DEFAULT_RATES, plan_study, power_at
+from .questions import appropriate
 from .schema import STUDY_STATUSES
 from .settings import DBSettings
 from .store import AnnotationStore
@@ -71,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_ in (("progress", "progress per rater"), ("results", "results as JSON")):
         x = sub.add_parser(name, help=help_)
         x.add_argument("--study", required=True)
-    sub.choices["results"].add_argument("--exclude-failing-share", type=float)
+    _exclusion_args(sub.choices["results"])
     sub.add_parser("studies", help="list studies")
 
     pl = sub.add_parser("plan", help="items needed to tell two rates apart (80%% power)")
@@ -82,12 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--alpha", type=float, default=0.05)
     pl.add_argument("--power", type=float, default=0.8)
     pl.add_argument("--items", type=int, nargs="*", default=[], help="also: power at N items")
+    pl.add_argument(
+        "--items-per-rater", type=int, help="also: attention checks each rater needs among N items"
+    )
+    pl.add_argument("--outputs", type=int, default=3, help="outputs an item shows (checks too)")
+    pl.add_argument("--slip-rate", type=float, default=DEFAULT_SLIP,
+                    help="share of checks an attentive rater fails")  # fmt: skip
 
     r = sub.add_parser("report", help="write a self-contained HTML report of a study")
     r.add_argument("study")
     r.add_argument("--out", required=True, help="HTML file to write")
-    r.add_argument("--exclude-failing-share", type=float)
+    _exclusion_args(r)
     return p
+
+
+def _exclusion_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-exclusion", action="store_true", help="count every rater (no attention rule)"
+    )
+    p.add_argument("--slip-rate", type=float, help="judge by this slip rate, not the study's")
+
+
+def _check_plan(args: argparse.Namespace) -> None:
+    """The attention checks per rater (``attention.plan_checks``), for the yes/no question."""
+    settings, plan = planned_settings(args.items_per_rater, [appropriate()], args.outputs,
+                                      slip=args.slip_rate)  # fmt: skip
+    print(plan.summary())
+    print(json.dumps({"attention": settings.to_dict(), "plan": plan.to_dict()}, indent=2))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               alpha=args.alpha)  # fmt: skip
                 print(f"{n} items x {args.raters_per_item} raters: power {pw:.0%}")
             print(json.dumps(plan.to_dict(), indent=2))
+            if args.items_per_rater is not None:
+                _check_plan(args)
             return 0
         store = AnnotationStore(settings=DBSettings.from_env(url=args.db_url, path=args.db_path))
         with store:
@@ -154,14 +179,14 @@ def _run(store: AnnotationStore, args: argparse.Namespace) -> int:
     elif args.cmd == "progress":
         print(json.dumps(store.progress(args.study).to_dict(), indent=2, default=str))
     elif args.cmd == "results":
-        res = store.results(args.study, exclude_failing_share=args.exclude_failing_share)
+        res = store.results(args.study, exclude=not args.no_exclusion, slip=args.slip_rate)
         print(json.dumps(res.to_dict(), indent=2))
     elif args.cmd == "report":
         from .report import write_report  # matplotlib is loaded only for this command
 
         print(
             write_report(
-                store, args.study, args.out, exclude_failing_share=args.exclude_failing_share
+                store, args.study, args.out, exclude=not args.no_exclusion, slip=args.slip_rate
             )
         )
     elif args.cmd == "studies":

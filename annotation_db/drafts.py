@@ -196,7 +196,14 @@ def discard_draft(store: AnnotationStore, name: str) -> None:
     store.write(fn)
 
 
-_STUDY_KEYS = ("questions", "instructions", "raters_per_item", "status", "comment_max_chars")
+_STUDY_KEYS = (
+    "questions",
+    "instructions",
+    "raters_per_item",
+    "status",
+    "comment_max_chars",
+    "attention",
+)
 
 
 def _row(s: Session, name: str) -> StudyDraft:

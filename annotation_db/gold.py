@@ -8,12 +8,17 @@ true words, would spot the check). Build checks from passages kept out of the st
 ``held_out_gold_items`` is the stricter builder the app uses: every fill of every check comes
 from its own held-out passage (a wrong fill is never a rated item's hidden original and never
 shown in two checks), and the fills' lengths follow those of the study's system outputs, so a
-check cannot be told by how long its fills are.
+check cannot be told by how long its fills are. Given the systems' fills (``styles``), each
+check fill also takes the surface of one of them (``restyle``): the case of its first letter,
+its final punctuation and its leading space, so a check cannot be told by how its fills start
+or end either (a probe told them by capitals: 2 of 12 check fills against 24 of 36 system
+fills started with one).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 
 from .errors import InvalidInputError
@@ -104,6 +109,34 @@ def _wrong_output(
     return OutputIn(key, system, fill_blanks(text, wrong, blank), wrong, gold_role="corrupted")
 
 
+_TAIL = re.compile(r"[^\w\s]+$")
+
+
+def surface(fill: str) -> tuple[str, bool | None, str]:
+    """A fill's surface: (leading whitespace, whether its first letter is a capital (None: no
+    letter), its final run of punctuation)."""
+    body = fill.strip()
+    first = next((c for c in body if c.isalpha()), None)
+    tail = _TAIL.search(body)
+    return (
+        fill[: len(fill) - len(fill.lstrip())],
+        None if first is None else first.isupper(),
+        (tail.group() if tail else ""),
+    )
+
+
+def restyle(span: str, like: str) -> str:
+    """``span`` with the surface of ``like``: its leading space, the case of its first letter
+    and its final punctuation (the span's own final punctuation is dropped)."""
+    lead, upper, tail = surface(like)
+    body = span.strip()
+    body = _TAIL.sub("", body).rstrip() or body
+    i = next((k for k, c in enumerate(body) if c.isalpha()), None)
+    if i is not None and upper is not None:
+        body = body[:i] + (body[i].upper() if upper else body[i].lower()) + body[i + 1 :]
+    return lead + body + tail
+
+
 def _words(spans: Sequence[str]) -> int:
     return sum(len(s.split()) for s in spans)
 
@@ -124,10 +157,11 @@ def held_out_gold_items(
     n: int,
     *,
     blank: str,
-    lengths: Sequence[int],
+    lengths: Sequence[int] = (),
     n_outputs: int = 2,
     seed: int = 0,
     prefix: str = "gold-",
+    styles: Sequence[Sequence[str]] = (),
 ) -> tuple[list[ItemIn], list[OutputIn]]:
     """``n`` attention checks of ``n_outputs`` outputs each, every fill from its own passage.
 
@@ -136,6 +170,10 @@ def held_out_gold_items(
     fills: the originals of other pool passages, each used once in the whole study. Which
     passage plays which part is chosen so that the fills' word counts follow ``lengths`` (the
     word counts of the study's system fills): a check's fills are as long as an item's.
+    ``styles``: the fills of the study's system outputs (one list per output). Given, each
+    check output takes one of them as its model, drawn like the lengths: its word count is the
+    target, and every fill is ``restyle``-d like the model's (case, final punctuation, leading
+    space); ``lengths`` is then not needed.
     """
     if n < 1:
         return [], []
@@ -151,7 +189,12 @@ def held_out_gold_items(
         )
     rng = random.Random(seed)
     rng.shuffle(free)  # ties in length are broken at random
-    targets = _targets(lengths, need, rng)
+    models = [list(m) for m in styles if m]
+    if models:
+        models = _stratified(models, need, rng)
+        targets = [_words(m) for m in models]
+    else:
+        targets = _targets(lengths, need, rng)
     seen_spans: set[tuple[str, ...]] = set()
 
     def take(target: int, avoid_source: str | None) -> ItemIn:
@@ -169,6 +212,12 @@ def held_out_gold_items(
         seen_spans.add(tuple(_spans(best)))
         return best
 
+    def styled(spans: list[str], k: int) -> list[str]:
+        if not models:
+            return spans
+        model = models[k]
+        return [restyle(sp, model[i % len(model)]) for i, sp in enumerate(spans)]
+
     gold_items, outs = [], []
     for c in range(n):
         mine = targets[c * n_outputs : (c + 1) * n_outputs]
@@ -176,12 +225,24 @@ def held_out_gold_items(
         orig = _spans(it)
         key = f"{prefix}{it.key}"
         gold_items.append(ItemIn(key, it.text, orig, it.source, is_gold=True))
+        shown = styled(orig, c * n_outputs)
         outs.append(
             OutputIn(
-                key, GOLD_ORIGINAL, fill_blanks(it.text, orig, blank), orig, gold_role="original"
+                key, GOLD_ORIGINAL, fill_blanks(it.text, shown, blank), shown, gold_role="original"
             )
         )
         for j, target in enumerate(mine[1:]):
-            donor = _spans(take(target, it.source))
+            donor = styled(_spans(take(target, it.source)), c * n_outputs + j + 1)
             outs.append(_wrong_output(key, it.text, orig, donor, j, n_outputs, blank))
     return gold_items, outs
+
+
+def _stratified(models: list[list[str]], n: int, rng: random.Random) -> list[list[str]]:
+    """n of ``models`` drawn as ``_targets`` draws lengths: the i-th a random one of the i-th
+    n-th of them in order of word count; returned in random order."""
+    ordered = sorted(models, key=_words)
+    out = [
+        ordered[min(int((i + rng.random()) / n * len(ordered)), len(ordered) - 1)] for i in range(n)
+    ]
+    rng.shuffle(out)
+    return out

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from .attention import AttentionSettings, check_due
 from .errors import InvalidInputError, NotFoundError, UnknownTokenError
 from .questions import Question
 from .schema import Assignment, Item, Output, Rater, Study
@@ -113,6 +114,13 @@ def study_info(s: Session, study: Study) -> StudyInfo:
         )
     )
     n_raters = s.scalar(select(func.count(Rater.id)).where(Rater.study_id == study.id)) or 0
+    assigned = s.execute(
+        select(func.count(Item.id), func.coalesce(func.sum(Item.n_assigned), 0)).where(
+            Item.study_id == study.id, Item.is_gold.is_(False)
+        )
+    ).one()
+    # n_assigned never exceeds raters_per_item for a regular item (the allocator's rule)
+    judgments_open = max(0, assigned[0] * study.raters_per_item - int(assigned[1]))
     return StudyInfo(
         id=study.id,
         name=study.name,
@@ -127,6 +135,8 @@ def study_info(s: Session, study: Study) -> StudyInfo:
         systems=systems,
         n_raters=n_raters,
         created_at=as_utc(study.created_at),
+        attention=dict(study.attention) if study.attention else None,
+        judgments_open=judgments_open if study.kind == "study" else 0,
     )
 
 
@@ -166,20 +176,43 @@ def rater_progress(s: Session, rater: Rater, study: Study) -> RaterProgress:
     return RaterProgress(done, open_ + remaining, total, finished=open_ + remaining == 0)
 
 
+def check_due_at(s: Session, rater: Rater, study: Study, position: int) -> bool:
+    """Whether the rater's item at ``position`` is an attention check: ``checks_per_rater`` of
+    every ``items_per_rater`` positions, at places drawn once per rater
+    (``attention.check_offsets``). A study that states neither (made before they existed)
+    spreads its checks over every item a rater may do."""
+    settings = AttentionSettings.from_dict(study.attention)
+    n, m = settings.items_per_rater, settings.checks_per_rater
+    if n is None or m is None:
+        counts = dict(
+            s.execute(
+                select(Item.is_gold, func.count(Item.id))
+                .where(Item.study_id == study.id)
+                .group_by(Item.is_gold)
+            ).all()
+        )
+        m = counts.get(True, 0)
+        n = m + counts.get(False, 0)
+    return m > 0 and check_due(rater.seed, position, n, m)
+
+
 def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]:
-    """(answered, assigned but not answered, still assignable to this rater)."""
+    """(answered, assigned but not answered, still assignable to this rater). With no regular
+    item left for them a rater gets at most the check due at their next position (never
+    checks alone), so only that one counts as still to do."""
     done, total = s.execute(
         select(
             func.count(Assignment.completed_at),
             func.count(Assignment.id),
         ).where(Assignment.rater_id == rater.id)
     ).one()
-    remaining = 0
-    for gold in (True, False):
-        remaining += s.scalar(
-            eligible(rater, study, gold=gold).with_only_columns(func.count(Item.id))
-        )
-    return done, total - done, remaining
+    regular = s.scalar(eligible(rater, study, gold=False).with_only_columns(func.count(Item.id)))
+    gold = s.scalar(eligible(rater, study, gold=True).with_only_columns(func.count(Item.id)))
+    if regular:
+        return done, total - done, regular + gold
+    last = s.scalar(select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id))
+    due = bool(gold) and last is not None and check_due_at(s, rater, study, last + 1)
+    return done, total - done, int(due)
 
 
 def study_progress(s: Session, st: Study) -> StudyProgress:

@@ -6,7 +6,7 @@ Bradley-Terry with intervals, alpha per question, attention-check exclusions, ra
 example items with each system's fill. Every text that came from a user (study, items,
 outputs, rater names) is escaped.
 
-    python -m annotation_db report STUDY --out report.html [--exclude-failing-share 0.25]
+    python -m annotation_db report STUDY --out report.html [--no-exclusion] [--slip-rate 0.1]
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def write_report(
     study: str,
     out: str | os.PathLike[str],
     *,
-    exclude_failing_share: float | None = None,
+    exclude: bool = True,
+    slip: float | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> Path:
@@ -67,7 +68,8 @@ def write_report(
     html_text = render_report(
         store,
         study,
-        exclude_failing_share=exclude_failing_share,
+        exclude=exclude,
+        slip=slip,
         n_resamples=n_resamples,
         seed=seed,
     )
@@ -81,14 +83,13 @@ def render_report(
     store: AnnotationStore,
     study: str,
     *,
-    exclude_failing_share: float | None = None,
+    exclude: bool = True,
+    slip: float | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> str:
     info = store.study(study)
-    res = store.results(
-        study, exclude_failing_share=exclude_failing_share, n_resamples=n_resamples, seed=seed
-    )
+    res = store.results(study, exclude=exclude, slip=slip, n_resamples=n_resamples, seed=seed)
     items, outputs = store.items(study)
     seconds = store.db.read(lambda s: _seconds_per_item(s, study))
     e = html.escape
@@ -110,6 +111,7 @@ def render_report(
         parts.append(f"<details><summary>Instructions</summary><pre>{e(info.instructions)}</pre>")
         parts.append("</details>")
     parts += _rates(res)
+    parts += _exclusion_effect(res)
     parts += _fills(items, outputs)
     parts += _likert(res)
     parts += _preferences(res)
@@ -302,26 +304,61 @@ def _agreement(res: StudyResults) -> list[str]:
     return out
 
 
+def _exclusion_effect(res: StudyResults) -> list[str]:
+    """Each system's share judged appropriate with the rule's exclusions and with every rater,
+    side by side: what the rule changed."""
+    every = {s.system: s.appropriate for s in res.systems_all_raters}
+    rows = [s for s in res.systems if s.appropriate is not None and every.get(s.system)]
+    if not rows:
+        return []
+    applied = "with the excluded raters left out" if res.exclude else "nobody left out (asked)"
+    out = [
+        "<h3>What the attention rule changed</h3>",
+        f"<p class='note'>{res.n_raters_excluded} rater(s) excluded, "
+        f"{res.n_raters_undecided} undecided (kept). First column: {applied}; second: every "
+        "rater counted.</p>",
+        "<table><tr><th>system</th><th>appropriate, rule applied</th><th>every rater</th>"
+        "<th>change</th></tr>",
+    ]
+    for s in rows:
+        a, b = s.appropriate, every[s.system]
+        change = (a.share - b.share) * 100 if a.n and b.n else None
+        out.append(
+            f"<tr><td>{html.escape(s.system)}</td>"
+            f"<td class=num>{_pct(a.share)} ({_pct(a.low)} – {_pct(a.high)}), n = {a.n}</td>"
+            f"<td class=num>{_pct(b.share)} ({_pct(b.low)} – {_pct(b.high)}), n = {b.n}</td>"
+            f"<td class=num>{_num(change, '+.1f')} points</td></tr>"
+        )
+    out.append("</table>")
+    return out
+
+
 def _attention(res: StudyResults) -> list[str]:
-    rule = (
-        f"raters failing more than {res.exclude_failing_share:.0%} of their checks are left out "
-        "of every number above"
-        if res.exclude_failing_share is not None
-        else "no rater is excluded (no threshold set)"
-    )
+    rule = res.attention_rule
+    if rule is None:
+        said = (
+            "This study's questions give a check nothing a random rater would fail more "
+            "often than an attentive one: nobody is excluded."
+        )
+    else:
+        said = html.escape(rule["description"])
+        if not res.exclude:
+            said += " This report applies no exclusion (asked): every rater is counted."
     out = [
         "<h2>Attention checks</h2>",
+        f"<p>{said}</p>",
         f"<p>{res.n_raters_excluded} of {res.n_raters_excluded + res.n_raters_included} raters "
-        f"excluded: {rule}.</p>",
-        "<table><tr><th>rater</th><th>checks done</th><th>failed</th><th>share failed</th>"
-        "<th>excluded</th></tr>",
+        f"excluded, {res.n_raters_undecided} undecided (too few checks to tell; kept and "
+        "counted here).</p>",
+        "<table><tr><th>rater</th><th>checks done</th><th>failed</th><th>log likelihood ratio"
+        "</th><th>decision</th></tr>",
     ]
     for a in res.attention:
         cls = " class=excluded" if a.excluded else ""
         out.append(
             f"<tr{cls}><td>{html.escape(a.display_name)}</td><td class=num>{a.gold_done}</td>"
-            f"<td class=num>{a.gold_failed}</td><td class=num>{_pct(a.failure_share)}</td>"
-            f"<td>{'yes' if a.excluded else 'no'}</td></tr>"
+            f"<td class=num>{a.gold_failed}</td><td class=num>{_num(a.log_lr)}</td>"
+            f"<td>{a.decision}</td></tr>"
         )
     out.append("</table>")
     return out

@@ -2,9 +2,13 @@
 
 Gold (attention-check) items never count toward system results. A system's share judged
 appropriate has a Wilson interval at the effective sample size (the raters of one output are
-one cluster; ``stats.clustered_proportion``). Raters whose attention-check
-failure share exceeds ``exclude_failing_share`` are left out of every number except the
-attention table itself, which lists who was excluded and why.
+one cluster; ``stats.clustered_proportion``). Raters the study's attention rule excludes
+(``attention.AttentionRule``: a binomial likelihood ratio with the study's slip rate and the
+chance rate of its checks, exact error rates per number of checks met) are left out of every
+number except the attention table itself, which lists each rater's record and decision
+(excluded, kept, or undecided: too few checks to tell); the per-system results of every rater,
+with no one excluded, come beside them (``systems_all_raters``), so a reader sees what the rule
+changed.
 
 Two halves: ``load_study`` reads what the numbers need in one session (SQL only) into plain
 dataclasses (``StudyData``); ``summarize`` and the functions it calls (``attention_checks``,
@@ -24,6 +28,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from .attention import EXCLUDED, UNDECIDED, AttentionRule, AttentionSettings, rule_for
 from .errors import InvalidInputError
 from .queries import questions_of, study_progress
 from .questions import ALL_BAD, TIE, Appropriate, Likert, Preference, Question, first
@@ -95,6 +100,8 @@ class AttentionResult:
     gold_failed: int
     failure_share: float | None
     excluded: bool
+    decision: str = UNDECIDED  # attention.EXCLUDED, KEPT or UNDECIDED (too few checks)
+    log_lr: float | None = None  # log likelihood ratio, random against attentive
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ class StudyResults:
     study: str
     confidence: float
     min_n: int  # below this many judgments: no interval, a note instead
-    exclude_failing_share: float | None
+    exclude: bool  # the attention rule's exclusions applied to the numbers
     n_raters_included: int
     n_raters_excluded: int
     n_judgments: int
@@ -127,6 +134,12 @@ class StudyResults:
     n_raters_failed_attention: int = 0
     # arena only: votes from a visitor who had seen the same text with the names shown
     n_votes_seen_unblinded: int = 0
+    # the attention rule: slip, chance, alpha, power, checks_needed, description (None: the
+    # study's checks cannot tell a random rater from an attentive one, nobody is excluded)
+    attention_rule: dict[str, Any] | None = None
+    n_raters_undecided: int = 0
+    # per system, every rater counted (no exclusion): what the rule changed
+    systems_all_raters: list[SystemResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: NaN becomes None."""
@@ -188,6 +201,8 @@ class StudyData:
     ratings: list[RatingRow]  # ratings of those outputs
     n_seen_unblinded: int
     progress: StudyProgress
+    attention: AttentionSettings = field(default_factory=AttentionSettings)
+    check_outputs: int = 0  # outputs an attention check shows (0: the study has none)
 
 
 def load_study(s: Session, study: Study) -> StudyData:
@@ -236,6 +251,13 @@ def load_study(s: Session, study: Study) -> StudyData:
             .where(Item.study_id == study.id, Item.is_gold.is_(False))
         )
     ]
+    check_outputs = s.scalar(
+        select(func.count(Output.id))
+        .join(Item)
+        .where(Item.study_id == study.id, Item.is_gold.is_(True))
+        .group_by(Item.id)
+        .limit(1)
+    )
     return StudyData(
         name=study.name,
         questions=questions_of(study),
@@ -245,6 +267,8 @@ def load_study(s: Session, study: Study) -> StudyData:
         ratings=ratings,
         n_seen_unblinded=seen_unblinded,
         progress=study_progress(s, study),
+        attention=AttentionSettings.from_dict(study.attention),
+        check_outputs=check_outputs or 0,
     )
 
 
@@ -252,7 +276,8 @@ def compute_results(
     s: Session,
     study: Study,
     *,
-    exclude_failing_share: float | None = None,
+    exclude: bool = True,
+    slip: float | None = None,
     confidence: float = 0.95,
     n_resamples: int = 1000,
     seed: int = 0,
@@ -262,7 +287,8 @@ def compute_results(
     """``load_study`` then ``summarize``: the results of one study from one snapshot."""
     return summarize(
         load_study(s, study),
-        exclude_failing_share=exclude_failing_share,
+        exclude=exclude,
+        slip=slip,
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
@@ -277,17 +303,34 @@ def compute_results(
 def summarize(
     data: StudyData,
     *,
-    exclude_failing_share: float | None = None,
+    exclude: bool = True,
+    slip: float | None = None,
     confidence: float = 0.95,
     n_resamples: int = 1000,
     seed: int = 0,
     bt_prior: float = 0.5,
     min_n: int = MIN_N,
 ) -> StudyResults:
-    """Every number of ``StudyResults`` from loaded data; no database needed."""
-    if exclude_failing_share is not None and not 0 <= exclude_failing_share <= 1:
-        raise InvalidInputError("exclude_failing_share must be between 0 and 1")
-    attention, excluded = attention_checks(data.raters, data.judgments, exclude_failing_share)
+    """Every number of ``StudyResults`` from loaded data; no database needed.
+
+    ``exclude``: leave out the raters the study's attention rule excludes (the per-system
+    results of every rater come beside them either way); ``slip``: the slip rate to judge by
+    instead of the study's stated one."""
+    rule = study_rule(data, slip)
+    attention, excluded = attention_checks(data.raters, data.judgments, rule)
+    every_system = sorted({o.system for o in data.outputs.values()})
+    systems_all = system_results(
+        data.questions,
+        every_system,
+        data.outputs,
+        data.ratings,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        min_n=min_n,
+    )
+    if not exclude:
+        excluded = set()
     regular = [j for j in data.judgments if not j.is_gold and j.rater_id not in excluded]
     ratings = [r for r in data.ratings if r.rater_id not in excluded]
     system_names = sorted({o.system for o in data.outputs.values()})
@@ -305,11 +348,13 @@ def summarize(
         study=data.name,
         confidence=confidence,
         min_n=min_n,
-        exclude_failing_share=exclude_failing_share,
+        exclude=exclude,
         n_raters_included=len(data.raters) - len(excluded),
         n_raters_excluded=len(excluded),
         n_judgments=len(regular),
-        systems=system_results(
+        systems=systems_all
+        if not excluded
+        else system_results(
             data.questions,
             system_names,
             data.outputs,
@@ -329,15 +374,43 @@ def summarize(
         n_raters_checked=sum(1 for a in attention if a.gold_done),
         n_raters_failed_attention=sum(1 for a in attention if a.gold_failed),
         n_votes_seen_unblinded=data.n_seen_unblinded,
+        attention_rule=_rule_dict(rule),
+        n_raters_undecided=sum(1 for a in attention if a.decision == UNDECIDED),
+        systems_all_raters=systems_all,
     )
+
+
+def study_rule(data: StudyData, slip: float | None = None) -> AttentionRule | None:
+    """The study's attention rule (its stated slip rate unless ``slip`` is given, the chance
+    rate of its checks); None when its checks cannot tell a random rater from an attentive one
+    (no question a check can be failed on)."""
+    a = data.attention
+    try:
+        return rule_for(
+            data.questions,
+            max(data.check_outputs, 2),
+            slip=a.slip if slip is None else slip,
+            alpha=a.alpha,
+            power=a.power,
+        )
+    except InvalidInputError:
+        if slip is not None:  # a slip rate the caller chose: say why it cannot be used
+            raise
+        return None
+
+
+def _rule_dict(rule: AttentionRule | None) -> dict[str, Any] | None:
+    if rule is None:
+        return None
+    return {**rule.to_dict(), "checks_needed": rule.checks_needed(), "description": rule.describe()}
 
 
 def attention_checks(
     raters: Mapping[int, str],
     judgments: Sequence[Judgment],
-    exclude_failing_share: float | None,
+    rule: AttentionRule | None,
 ) -> tuple[list[AttentionResult], set[int]]:
-    """Attention checks per rater, and the raters whose failure share exceeds the limit."""
+    """Attention checks per rater, each rater's decision under ``rule``, and the excluded."""
     gold_done: dict[int, int] = defaultdict(int)
     gold_failed: dict[int, int] = defaultdict(int)
     for j in judgments:
@@ -346,15 +419,15 @@ def attention_checks(
             gold_failed[j.rater_id] += j.gold_passed is False
     attention, excluded = [], set()
     for rid, name in sorted(raters.items()):
-        share = gold_failed[rid] / gold_done[rid] if gold_done[rid] else None
-        out = (
-            exclude_failing_share is not None
-            and share is not None
-            and share > exclude_failing_share
-        )
-        if out:
+        m, f = gold_done[rid], gold_failed[rid]
+        share = f / m if m else None
+        decision = UNDECIDED if rule is None else rule.decide(m, f)
+        if decision == EXCLUDED:
             excluded.add(rid)
-        attention.append(AttentionResult(rid, name, gold_done[rid], gold_failed[rid], share, out))
+        lr = rule.log_lr(m, f) if rule is not None and m else None
+        attention.append(
+            AttentionResult(rid, name, m, f, share, decision == EXCLUDED, decision, lr)
+        )
     return attention, excluded
 
 

@@ -58,6 +58,8 @@ class Study(Base):
     comment_max_chars: Mapped[int] = mapped_column(Integer, default=2000)
     kind: Mapped[str] = mapped_column(String(16), default="study")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # attention.AttentionSettings as a dict; None: made before it (the defaults, old placement)
+    attention: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
 
     items: Mapped[list[Item]] = relationship(back_populates="study", cascade="all, delete-orphan")
     raters: Mapped[list[Rater]] = relationship(back_populates="study", cascade="all, delete-orphan")

@@ -8,7 +8,9 @@ inattentive rater answers everything at random. So an attentive rater says yes t
 output with probability (1 - noise) theta + noise / 2: the rate a study estimates
 (``true_rates``). Raters arrive one after another, open their invite, ask ``next_item``,
 answer, ``submit`` — exactly what the Rate tab does — until every item has its raters; then
-``results`` computes what a researcher would report.
+``results`` computes what a researcher would report. Each rater takes ``items_per_rater``
+items, and the study states that number: the checks each rater meets among them are sized by
+``attention.plan_checks`` (or ``checks_per_rater``) and placed by the store.
 
 ``python bench/bench_study_simulation.py`` runs many such studies and tabulates how often the
 intervals cover the truth; ``tests/annotation_db/test_adb_simulation.py`` runs a few.
@@ -19,10 +21,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 
+from .attention import AttentionSettings, planned_settings
 from .gold import make_gold_items
-from .questions import Preference, first
+from .questions import Preference, first, parse_questions
 from .results import StudyResults
 from .schema import Assignment, Item, Output, Rater, Study
 from .stats import wilson_interval
@@ -42,9 +45,11 @@ class SimConfig:
     icc: float = 0.3  # correlation of two answers about one output (Beta spread of q)
     noise: float = 0.1  # share of an attentive rater's answers given at random
     inattentive_share: float = 0.25  # raters who answer everything at random
-    n_gold: int = 4  # attention-check items (every rater gets each once)
+    n_gold: int = 4  # attention-check items (a rater gets each at most once)
     items_per_rater: int = 10  # assignments a rater takes before leaving (gold included)
-    exclude_failing_share: float | None = 0.25  # raters failing more than this share are dropped
+    exclude: bool = True  # leave out the raters the attention rule excludes
+    slip: float = 0.1  # the slip rate the study states (attention.AttentionRule)
+    checks_per_rater: int | None = None  # None: attention.plan_checks sizes it
     questions: tuple[str, ...] = ("appropriate", "preference")
     n_resamples: int = 200  # bootstrap resamples of the pairwise statistics
 
@@ -57,6 +62,16 @@ class SimOutcome:
     results: StudyResults
     inattentive: frozenset[int]  # rater ids
     excluded: frozenset[int]
+    undecided: frozenset[int] = frozenset()
+
+    def _interval(self, system: str, every_rater: bool = False):  # noqa: ANN202 - Proportion
+        rows = self.results.systems_all_raters if every_rater else self.results.systems
+        return next(s for s in rows if s.system == system).appropriate
+
+    def covered_every_rater(self, system: str) -> bool:
+        """The interval computed from every rater (no exclusion) contains the true rate."""
+        a = self._interval(system, every_rater=True)
+        return a.low <= self.true_rates[system] <= a.high
 
     def covered(self, system: str) -> bool:
         """The reported interval of the system's rate contains its true rate."""
@@ -100,7 +115,7 @@ def simulate_study(
     for it in items:
         for system, theta in c.rates.items():
             q[(it.key, system)] = _beta(rng, theta, c.icc)
-            outputs.append(OutputIn(it.key, system, f"Passage with {system} fill.", ["fill"]))
+            outputs.append(OutputIn(it.key, system, f"{it.key} with {system} fill.", ["fill"]))
     gold_items, gold_outputs = make_gold_items(
         spare, c.n_gold, blank=BLANK, seed=seed, n_outputs=len(c.rates), donors=items
     )
@@ -110,10 +125,10 @@ def simulate_study(
         outputs + gold_outputs,
         questions=list(c.questions),
         raters_per_item=c.raters_per_item,
+        attention=study_attention(c),
     )
     # The simulator is the one place that may look behind the labels (admin side).
-    q_of_output = _output_probabilities(store, name, q)
-    order_of = _assignment_orders(store)
+    q_of_text = _output_probabilities(store, name, q)  # each output's text is its own
 
     needed = c.n_items * c.raters_per_item
     done = 0
@@ -133,7 +148,7 @@ def simulate_study(
             item = store.next_item(inv.token)
             if item is None:
                 break
-            probs = [q_of_output[oid] for oid in order_of(item.assignment_id)]
+            probs = [q_of_text[o.text] for o in item.outputs]
             answers, pref = _answer(rng, probs, careless, c.noise)
             labels = [o.label for o in item.outputs]
             store.submit(
@@ -142,13 +157,40 @@ def simulate_study(
                 {lab: {"appropriate": a} for lab, a in zip(labels, answers, strict=True)},
                 preference=labels[pref] if first(item.questions, Preference) else None,
             )
-        done = store.progress(name).judgments_done
-    res = store.results(
-        name, exclude_failing_share=c.exclude_failing_share, n_resamples=c.n_resamples, seed=seed
-    )
+        done = store.db.read(lambda s: _judgments_done(s, name, c.raters_per_item))
+    res = store.results(name, exclude=c.exclude, n_resamples=c.n_resamples, seed=seed)
     excluded = frozenset(a.rater_id for a in res.attention if a.excluded)
+    undecided = frozenset(a.rater_id for a in res.attention if a.decision == "undecided")
     true_rates = {s: (1 - c.noise) * t + c.noise / 2 for s, t in c.rates.items()}
-    return SimOutcome(name, c, true_rates, res, frozenset(inattentive), excluded)
+    return SimOutcome(name, c, true_rates, res, frozenset(inattentive), excluded, undecided)
+
+
+def study_attention(c: SimConfig) -> AttentionSettings:
+    """The attention settings the simulated study states: its raters' items per rater, and
+    the checks among them that the rule needs (``plan_checks``) unless the config names them."""
+    n_outputs = max(len(c.rates), 2)
+    settings, plan = planned_settings(
+        c.items_per_rater, parse_questions(list(c.questions)), n_outputs, slip=c.slip
+    )
+    if c.checks_per_rater is None:
+        return settings
+    return AttentionSettings(
+        settings.slip, settings.alpha, settings.power, c.items_per_rater, c.checks_per_rater
+    )
+
+
+def _judgments_done(s, name: str, k: int) -> int:  # noqa: ANN001 - a Session
+    """Answered judgments of regular items, each item counted up to k (as progress does), in
+    one query: the simulation asks after every rater."""
+    per_item = (
+        select(case((func.count(Assignment.id) > k, k), else_=func.count(Assignment.id)).label("n"))
+        .join(Item, Item.id == Assignment.item_id)
+        .join(Study, Study.id == Item.study_id)
+        .where(Study.name == name, Item.is_gold.is_(False), Assignment.completed_at.is_not(None))
+        .group_by(Assignment.item_id)
+        .subquery()
+    )
+    return s.scalar(select(func.coalesce(func.sum(per_item.c.n), 0))) or 0
 
 
 def _answer(
@@ -167,26 +209,24 @@ def _answer(
 
 def _output_probabilities(
     store: AnnotationStore, name: str, q: dict[tuple[str, str], float]
-) -> dict[int, float]:
-    def fn(s) -> dict[int, float]:  # noqa: ANN001 - a Session
+) -> dict[str, float]:
+    """Each output's probability of a yes from an attentive rater, by the output's text (the
+    simulation makes every text of a study unique, so a rater's item needs no look-up)."""
+
+    def fn(s) -> dict[str, float]:  # noqa: ANN001 - a Session
         rows = s.execute(
-            select(Output.id, Output.system, Output.gold_role, Item.key)
+            select(Output.text, Output.system, Output.gold_role, Item.key)
             .join(Item)
             .join(Study)
             .where(Study.name == name)
         ).all()
         gold = {"original": 1.0, "corrupted": 0.0}
-        return {oid: gold[role] if role else q[(key, system)] for oid, system, role, key in rows}
+        out = {text: gold[role] if role else q[(key, system)] for text, system, role, key in rows}
+        assert len(out) == len(rows), "two outputs of a simulated study share a text"
+        return out
 
     return store.db.read(fn)
 
 
 def _set_seed(s, rater_id: int, seed: int) -> None:  # noqa: ANN001 - a Session
     s.get(Rater, rater_id).seed = seed
-
-
-def _assignment_orders(store: AnnotationStore):  # noqa: ANN202 - a lookup function
-    def order_of(assignment_id: int) -> list[int]:
-        return store.db.read(lambda s: list(s.get(Assignment, assignment_id).output_order))
-
-    return order_of

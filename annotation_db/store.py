@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .arena import record_blind_vote
+from .attention import AttentionSettings
 from .backup import backup_sqlite
 from .database import Database, is_sqlite
 from .errors import (
@@ -32,6 +33,7 @@ from .fills import FillCounts, fill_counts
 from .io import FORMATS, export_rows, write_export
 from .queries import (
     as_utc,
+    check_due_at,
     check_invitable,
     eligible,
     get_study,
@@ -102,17 +104,6 @@ def _shuffle_key(rater: Rater):  # noqa: ANN202 - a SQL expression
     return ((x * x) % _PRIME * literal(m2, BigInteger) + literal(a2, BigInteger)) % _PRIME
 
 
-def _check_due(seed: int, position: int, done: int, left: int, regular_left: int) -> bool:
-    """Whether a rater's item at ``position`` is an attention check: the positions the rater
-    may fill (those so far and every item still open to them) are cut into as many equal
-    slices as there are checks, and the check of each slice falls on a position of it drawn
-    once per rater. So checks are spread over a rater's items (never bunched at the start)
-    and still at no position a rater could learn."""
-    width = (position - 1 + left + regular_left) / (done + left)
-    u = random.Random(f"{seed}:check:{done}").random()
-    return position >= int((done + u) * width) + 1
-
-
 class AnnotationStore:
     """Entry point of the package. ``AnnotationStore()`` opens the store named by the settings."""
 
@@ -177,8 +168,12 @@ class AnnotationStore:
         raters_per_item: int = 3,
         status: str = "open",
         comment_max_chars: int = 2000,
+        attention: AttentionSettings | Mapping[str, Any] | None = None,
     ) -> StudyInfo:
-        """Create a study with all its items and pre-generated outputs, in one transaction."""
+        """Create a study with all its items and pre-generated outputs, in one transaction.
+
+        ``attention``: the attention checks' rule and placement (``attention.AttentionSettings``:
+        slip rate, error rates, items and checks per rater; ``planned_settings`` sizes them)."""
         name = check_study_name(name)
         if name == ARENA_STUDY:
             raise InvalidInputError(f"the study name {ARENA_STUDY!r} is reserved for blind votes")
@@ -189,6 +184,7 @@ class AnnotationStore:
         if not isinstance(instructions, str) or len(instructions) > MAX_TEXT_CHARS:
             raise InvalidInputError("instructions must be text of at most 100000 characters")
         check_encodable(instructions, "the instructions")
+        attention_in = AttentionSettings.from_dict(attention)
         items_in = [coerce(ItemIn, it, "item") for it in items]
         outputs_in = [coerce(OutputIn, o, "output") for o in outputs]
         check_items_outputs(items_in, outputs_in)
@@ -203,6 +199,7 @@ class AnnotationStore:
                 raters_per_item=raters_per_item,
                 status=status,
                 comment_max_chars=comment_max_chars,
+                attention=attention_in.to_dict(),
             )
             s.add(study)
             add_items(s, study, items_in, outputs_in)
@@ -388,36 +385,37 @@ class AnnotationStore:
         return self.db.read(fn)
 
     def _allocate(self, s: Session, rater: Rater, study: Study) -> Assignment | None:
-        """Give the rater one more item: every attention check once, regular items until each
-        has ``raters_per_item`` raters, least-covered first, in the rater's own random order."""
+        """Give the rater one more item: regular items until each has ``raters_per_item``
+        raters, least-covered first, in the rater's own random order, and an attention check
+        where the rater's check schedule has one (``queries.check_due_at``), the least-used
+        check first so that raters meet different ones. A check never opens a rater's page,
+        and a rater with no regular item left gets no more checks than the one due now:
+        nobody is handed a page of checks alone."""
         if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
             s.execute(select(Study.id).where(Study.id == study.id).with_for_update())
-        gold = list(s.scalars(eligible(rater, study, gold=True).order_by(_shuffle_key(rater))))
         item_id = s.scalar(
             eligible(rater, study, gold=False)
             .order_by(Item.n_assigned, _shuffle_key(rater), Item.id)
             .limit(1)
         )
-        if item_id is None and not gold:
-            return None
         last = s.scalar(
             select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id)
         )
         position = (last or 0) + 1
+        if item_id is None and position == 1:
+            return None
+        gold = s.scalar(
+            eligible(rater, study, gold=True)
+            .order_by(Item.n_assigned, _shuffle_key(rater), Item.id)
+            .limit(1)
+        )
         rng = random.Random(f"{rater.seed}:{position}")
-        if gold:
-            n_regular = s.scalar(
-                eligible(rater, study, gold=False).with_only_columns(func.count(Item.id))
-            )
-            n_checked = s.scalar(
-                select(func.count(Assignment.id))
-                .join(Item, Item.id == Assignment.item_id)
-                .where(Assignment.rater_id == rater.id, Item.is_gold.is_(True))
-            )
-            due = _check_due(rater.seed, position, n_checked or 0, len(gold), n_regular or 0)
+        if gold is not None:
             rng.random()  # the draw the old rule made: the output orders below stay as they were
-            if item_id is None or due:
-                item_id = gold[0]
+            if check_due_at(s, rater, study, position):
+                item_id = gold
+        if item_id is None:
+            return None
         s.execute(update(Item).where(Item.id == item_id).values(n_assigned=Item.n_assigned + 1))
         output_ids = list(
             s.scalars(select(Output.id).where(Output.item_id == item_id).order_by(Output.id))

@@ -61,6 +61,11 @@ class StudyInfo:
     systems: list[str]
     n_raters: int
     created_at: datetime
+    # attention.AttentionSettings as a dict (None: an arena, or a study from before them)
+    attention: dict[str, Any] | None = None
+    # judgments of regular items not yet handed to a rater: 0 means a rater invited now would
+    # find nothing to rate (they are never given attention checks alone)
+    judgments_open: int = 0
 
 
 @dataclass(frozen=True)

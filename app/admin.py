@@ -27,7 +27,9 @@ from annotation_db import (
     safe_file_stem,
 )
 from annotation_db import read_items as read_item_file
+from annotation_db.attention import plan_checks, rule_for
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
+from annotation_db.questions import appropriate
 from annotation_db.report import plot_label, write_report
 from annotation_db.results import not_enough
 from magnet_model.systems import TITLES
@@ -264,6 +266,8 @@ class AdminHandlers(ModelCalls):
         with user_errors():
             msg += " " + fill_summary(self.store.fill_counts(info.name))
             msg += " Check them below (Check outputs) before inviting raters."
+        note = studies.checks_note(info)
+        msg += f" {note}" if note else ""
         return msg, gr.update(choices=self._study_choices(), value=info.name)
 
     def _study_compare(self, text: str, systems: list[str], decoding: dict) -> list:
@@ -311,6 +315,8 @@ class AdminHandlers(ModelCalls):
             if n_items:
                 pw = power_at(int(n_items), float(p1), float(p2), k, icc=float(icc))
                 line += f" This form's {int(n_items)} items: power {pw:.0%}."
+            checks = plan_checks(studies.ITEMS_PER_RATER, rule_for([appropriate()], 3))
+            line += f"\n\n**Attention checks** (three systems, yes/no): {checks.summary()}"
         except (AnnotationError, TypeError, ValueError) as e:
             return f"Planner: {e}"
         return line
@@ -447,6 +453,19 @@ class AdminHandlers(ModelCalls):
                 print_exception=False,
             )
 
+    def admin_invite_note(self, request: gr.Request | None, study: str, names: str):
+        """Said at invite time, after the links are made: when the study's items are all
+        (or nearly) full, new raters would find nothing to rate. Nothing to say: the message
+        is left as the invite left it (a refusal stays)."""
+        if not self._is_admin(request) or not study:
+            return gr.skip()
+        people = [n for n in (names or "").splitlines() if n.strip()]
+        try:
+            note = studies.invite_note(self.store.study(study), len(people))
+        except AnnotationError:
+            return gr.skip()
+        return note or gr.skip()
+
     def admin_progress(self, request: gr.Request | None, study: str) -> AdminProgress:
         self._admin(request)
         with user_errors():
@@ -538,23 +557,16 @@ class AdminHandlers(ModelCalls):
         with user_errors():
             return self._download_link(self.store.export(study, fmt, out))
 
-    def admin_report(
-        self, request: gr.Request | None, study: str, exclude_failing_share: float = -1
-    ) -> str:
-        """The study's self-contained HTML report -> a single-use download link (Markdown)."""
+    def admin_report(self, request: gr.Request | None, study: str, exclude: bool = True) -> str:
+        """The study's self-contained HTML report -> a single-use download link (Markdown).
+        ``exclude``: leave out the raters the attention rule excludes (the report shows every
+        rater's figures beside them either way)."""
         self._admin(request)
         if not study:
             raise gr.Error("Pick a study.", print_exception=False)
-        share = (
-            None
-            if exclude_failing_share is None or exclude_failing_share < 0
-            else float(exclude_failing_share)
-        )
         out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
         with user_errors():
-            return self._download_link(
-                write_report(self.store, study, out, exclude_failing_share=share)
-            )
+            return self._download_link(write_report(self.store, study, out, exclude=bool(exclude)))
 
     def admin_backup(self, request: gr.Request | None) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""
@@ -612,15 +624,14 @@ def _results_rows(res) -> list[list]:
     """[what, n, estimate, 95% interval] for every number of a study's results, in words;
     below the minimum n the interval column says "not enough votes"."""
     rows: list[list] = []
+    every = {s.system: s.appropriate for s in res.systems_all_raters}
     for s in res.systems:
         title = TITLES.get(s.system, s.system)
         if s.appropriate is not None:
-            a = s.appropriate
-            # the same rule as every other row (the table's caption): an interval from min_n on
-            iv = _interval(a.low, a.high, not_enough(a.n, res.min_n), "{:.0%}")
-            iv = iv if a.n else "no ratings yet"
-            share = _number(a.share if a.n else None, "{:.0%}")  # never "nan%"
-            rows.append([f"{title}: judged appropriate", a.n, share, iv])
+            rows.append(_share_row(f"{title}: judged appropriate", s.appropriate, res.min_n))
+            if res.n_raters_excluded and every.get(s.system) is not None:
+                what = f"{title}: judged appropriate, every rater (no exclusion)"
+                rows.append(_share_row(what, every[s.system], res.min_n))
         for q, m in s.likert.items():
             iv = _interval(m.low, m.high, not_enough(m.n, res.min_n), "{:.2f}")
             mean = f"{m.mean:.2f}" if m.n else "–"
@@ -633,7 +644,29 @@ def _results_rows(res) -> list[list]:
         title = TITLES.get(b.system, b.system)
         iv = _interval(b.low, b.high, b.note, "{:+.2f}")
         rows.append([f"{title}: Bradley–Terry strength", b.n, _number(b.score, "{:+.2f}"), iv])
+    rows += _attention_rows(res)
     return rows
+
+
+def _share_row(what: str, a, min_n: int) -> list:  # noqa: ANN001 - a Proportion
+    # the same rule as every other row (the table's caption): an interval from min_n on
+    iv = _interval(a.low, a.high, not_enough(a.n, min_n), "{:.0%}")
+    iv = iv if a.n else "no ratings yet"
+    return [what, a.n, _number(a.share if a.n else None, "{:.0%}"), iv]  # never "nan%"
+
+
+def _attention_rows(res) -> list[list]:
+    """The attention rule in words, and how many raters it excluded and left undecided."""
+    rule = res.attention_rule
+    n = res.n_raters_included + res.n_raters_excluded
+    if rule is None:
+        return [["Attention checks: these questions cannot tell a random rater", n, "–", "–"]]
+    applied = "" if res.exclude else " (not applied to the rows above)"
+    return [
+        [f"Raters excluded by the attention rule{applied}", n, res.n_raters_excluded,
+         rule["description"]],
+        ["Raters undecided (too few checks to tell; counted)", n, res.n_raters_undecided, "–"],
+    ]  # fmt: skip
 
 
 def _rates_plot(res):

@@ -416,9 +416,10 @@ def _admin_tab(app: MagnetApp) -> None:
             export = gr.Button("Export ratings")
             backup = gr.Button("Back up the database")
         with gr.Row():
-            report_share = gr.Number(
-                -1,
-                label="Report: leave out raters failing more than this share of checks (-1: none)",
+            report_share = gr.Checkbox(
+                True,
+                label="Report: leave out the raters the attention rule excludes (every "
+                "rater's figures are shown beside them)",
             )
             report = gr.Button("HTML report", elem_id="admin-report")
         files = gr.Markdown()  # a single-use link to a private file, never a public file URL
@@ -496,6 +497,8 @@ def _admin_tab(app: MagnetApp) -> None:
         inputs=[study, names],
         outputs=AdminInvites.wire(rows=links, message=invite_msg),
         **RATING,
+    ).then(
+        said_in(app.admin_invite_note, 1, 0), inputs=[study, names], outputs=invite_msg, **RATING
     )
     prog_btn.click(
         said_in(app.admin_progress, 2, 0),

@@ -28,7 +28,8 @@ from annotation_db import (
     save_output,
     start_draft,
 )
-from annotation_db.questions import appropriate
+from annotation_db.attention import AttentionSettings, plan_checks, planned_settings, rule_for
+from annotation_db.questions import appropriate, parse_questions
 from magnet_model import systems
 from magnet_model.adapter_meta import adapter_revision
 from magnet_model.errors import InputTooLongError
@@ -47,6 +48,8 @@ STUDY_TEMPERATURE, STUDY_TOP_P = 0.7, 0.9
 # Attention checks: held-out passages per fill of a check, to choose lengths from.
 CHECK_POOL_FACTOR = 4
 CHECK_SPAN_WORDS = (1, 15)  # a built-in check's span: as long as a system's fill may be
+# Items a rater is expected to do (a paid batch); the checks among them are sized for it.
+ITEMS_PER_RATER = 12
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Preset:
     n_gold: int
     max_span_tokens: int
     instructions: str
+    items_per_rater: int = ITEMS_PER_RATER
 
 
 # The paper's human evaluation (Khosla et al., ACL 2025): one sentence removed from each of 100
@@ -74,6 +78,8 @@ PAPER = Preset(
     systems=INFILL_SYSTEMS,
     questions=("appropriate",),
     raters_per_item=3,
+    # 5 of them per rater among 12 items (attention.plan_checks: the rule's 85% power at 5%
+    # attentive raters excluded); 10 in the study, so that raters meet different ones
     n_gold=10,
     max_span_tokens=SENTENCE_SPAN_TOKENS,
     instructions=(
@@ -264,6 +270,65 @@ def unfinished(store: AnnotationStore) -> list[str]:
     return [d.name for d in list_drafts(store)]
 
 
+def study_attention(
+    questions: Sequence[str], n_outputs: int, n_items: int, n_gold: int, items_per_rater: int
+) -> AttentionSettings:
+    """The attention settings a study stores: each rater's ``items_per_rater`` items (at most
+    the whole study) hold the checks the exclusion rule needs (``attention.plan_checks``), or
+    as many as the study has when it has fewer (``checks_note`` says what that costs)."""
+    n = max(2, min(int(items_per_rater), n_items + n_gold))
+    settings, _plan = planned_settings(n, parse_questions(list(questions)), max(n_outputs, 2))
+    m = min(settings.checks_per_rater, max(n_gold, 1), n - 1)
+    return AttentionSettings(settings.slip, settings.alpha, settings.power, n, m)
+
+
+def checks_note(info: StudyInfo) -> str:
+    """One sentence on the study's attention checks: how many each rater meets, what the rule
+    then catches, and what is missing when the study has fewer checks than the rule needs."""
+    a = AttentionSettings.from_dict(info.attention)
+    if not info.n_gold or a.items_per_rater is None:
+        return "No attention checks: nobody can be excluded." if not info.n_gold else ""
+    n_out = max(len(info.systems), 2)
+    rule = rule_for(info.questions, n_out, slip=a.slip, alpha=a.alpha, power=a.power)
+    plan = plan_checks(a.items_per_rater, rule)
+    m = min(a.checks_per_rater or 0, info.n_gold)
+    said = (
+        f"Each rater meets {m} attention check(s) among {a.items_per_rater} items; a rater "
+        f"failing {rule.threshold(m) or 'any number'} is excluded (an attentive one with "
+        f"probability {rule.false_exclusion(m):.1%}, one answering at random with "
+        f"{rule.detection(m):.0%})."
+    )
+    if m < plan.checks_per_rater and plan.reached:
+        said += (
+            f" The rule needs {plan.checks_per_rater} to catch {rule.power:.0%}: with "
+            f"{m}, raters it does not exclude are reported as undecided. Give more checks."
+        )
+    return said
+
+
+def invite_note(info: StudyInfo, n_new: int) -> str:
+    """What the admin is told when inviting ``n_new`` raters to a study with few judgments
+    left: a rater who finds no regular item gets nothing (never the checks alone)."""
+    if n_new < 1 or info.kind != "study":
+        return ""
+    left = info.judgments_open
+    k = info.raters_per_item
+    if left == 0:
+        return (
+            f"Every item of '{info.name}' already has its {k} rater(s): the new rater(s) will "
+            "find nothing to rate (they are never given attention checks alone). Send these "
+            "links only to replace raters who left, or revoke them."
+        )
+    a = AttentionSettings.from_dict(info.attention)
+    per_rater = (a.items_per_rater - a.checks_per_rater) if a.items_per_rater else None
+    if per_rater and left < n_new * per_rater:
+        return (
+            f"Only {left} judgment(s) are left in '{info.name}' for {n_new} new rater(s) of "
+            f"about {per_rater} regular items each: some will get fewer items, or none."
+        )
+    return ""
+
+
 def check_sizes(engine: Engine, items: Sequence[ItemIn], max_span_tokens: int) -> None:
     """Every item's text and span fit the model, checked before any generation (a long
     uploaded item used to fail only when its turn came, minutes into the run)."""
@@ -291,6 +356,7 @@ def build_study(
     instructions: str,
     max_span_tokens: int,
     progress: Callable[[int, int], None] | None = None,
+    items_per_rater: int = ITEMS_PER_RATER,
 ) -> tuple[StudyInfo, int]:
     """Generate every system's output for every item, then create the study.
 
@@ -325,6 +391,9 @@ def build_study(
             "seed": secrets.randbits(62),  # hidden: never shown, not even to the admin
             "n_gold": made.n_gold,
             "n_outputs": made.n_outputs,
+            "attention": study_attention(
+                questions, made.n_outputs, len(made.items), made.n_gold, items_per_rater
+            ).to_dict(),
             "check_pool": [asdict(it) for it in made.check_pool],
             "check_reblank": made.reblank,
         }
@@ -356,7 +425,8 @@ def build_study(
 
 def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[OutputIn]]:
     """The attention checks of a draft whose outputs are all made: their fills as long as the
-    systems' fills (a draft from before this keeps the checks it was started with)."""
+    systems' fills and with their surface (first letter's case, final punctuation, leading
+    space; ``held_out_gold_items``)."""
     draft = get_draft(store, name)
     n_gold = int(draft.settings.get("n_gold") or 0)
     if not n_gold:
@@ -373,6 +443,7 @@ def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[Outpu
         lengths=lengths,
         n_outputs=int(draft.settings["n_outputs"]),
         seed=seed,
+        styles=[list(o.fills or []) for o in draft.outputs],  # case, punctuation, spaces too
     )
 
 

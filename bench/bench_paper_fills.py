@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 
+import torch
 from common import RESULTS
 
 from app.studies import sentence_items
@@ -31,8 +32,11 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=100, help="items (the protocol's 100)")
     p.add_argument("--show", type=int, default=10, help="fills printed per adapter")
     p.add_argument("--out", default=str(RESULTS / "paper_fills.json"))
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     add_model_args(p)
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     engine = Engine.from_spec(ModelSpec.from_args(args))
     items = sentence_items(args.n, 0)
     tokens = [len(engine.runner.encode(it.text.replace("[blank]", it.spans[0]))) for it in items]

@@ -131,13 +131,13 @@ def test_report_download(engine, tmp_path):
     app = make_app(tmp_path, engine)
     app.admin_create(admin_request(app), "rep-1", _items_file(tmp_path, 2), 2, ["magnet"],
                      ["appropriate"], 1, 0, "", 3)  # fmt: skip
-    link = app.admin_report(admin_request(app), "rep-1", -1)
+    link = app.admin_report(admin_request(app), "rep-1", True)
     assert "Download rep-1.html" in link and "works once" in link
     ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
     page = app.downloads.take(ticket).read_text(encoding="utf-8")
     assert "Study report: rep-1" in page and "Example items" in page
     with pytest.raises(gr.Error, match="No study"):
-        app.admin_report(admin_request(app), "nope", -1)
+        app.admin_report(admin_request(app), "nope", True)
 
 
 def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, monkeypatch):

@@ -52,9 +52,7 @@ def test_report_is_self_contained_and_complete(sqlite_store, tmp_path, capsys):
     _rated_study(sqlite_store)
     out = tmp_path / "report.html"
     db = str(tmp_path / "annotations.sqlite3")  # the sqlite_store fixture's file
-    code = cli_main(
-        ["--db-path", db, "report", "rep", "--out", str(out), "--exclude-failing-share", "0.5"]
-    )
+    code = cli_main(["--db-path", db, "report", "rep", "--out", str(out), "--slip-rate", "0.2"])
     assert code == 0 and str(out) in capsys.readouterr().out
     page = out.read_text(encoding="utf-8")
     for section in (
@@ -63,6 +61,8 @@ def test_report_is_self_contained_and_complete(sqlite_store, tmp_path, capsys):
         "Bradley–Terry strengths",
         "Krippendorff",
         "Attention checks",
+        "What the attention rule changed",
+        "slips on 20% of checks",
         "Rater timing",
         "Example items",
         "fluency",

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from annotation_db import StudyProgress
+from annotation_db.attention import AttentionRule
 from annotation_db.questions import appropriate, likert, preference
 from annotation_db.results import (
     Judgment,
@@ -34,23 +35,28 @@ OUTPUTS = {  # two items, systems a and b
 }
 
 
-def test_attention_checks_exclude_raters_above_the_failing_share():
-    raters = {1: "ok", 2: "careless", 3: "unchecked"}
+def test_attention_checks_exclude_by_the_rule_not_by_a_share():
+    """Failing 1 of 2 checks is 50%, yet an attentive rater (slip 0.1) does it 18% of the
+    time: undecided, not excluded; 2 of 2 (1% for an attentive rater) excludes."""
+    raters = {1: "ok", 2: "slipped", 3: "careless", 4: "unchecked"}
     judgments = [
         _j(1, gold=True, passed=True),
         _j(1, gold=True, passed=True),
         _j(2, gold=True, passed=False),
         _j(2, gold=True, passed=True),
-        _j(3),
+        _j(3, gold=True, passed=False),
+        _j(3, gold=True, passed=False),
+        _j(4),
     ]
-    table, excluded = attention_checks(raters, judgments, 0.25)
-    assert excluded == {2}
-    assert [(a.display_name, a.gold_done, a.gold_failed, a.failure_share) for a in table] == [
-        ("ok", 2, 0, 0.0),
-        ("careless", 2, 1, 0.5),
-        ("unchecked", 0, 0, None),
+    rule = AttentionRule(slip=0.1, chance=0.75)
+    table, excluded = attention_checks(raters, judgments, rule)
+    assert excluded == {3}
+    assert [(a.display_name, a.gold_done, a.gold_failed, a.decision) for a in table] == [
+        ("ok", 2, 0, "undecided"),  # two checks catch 56% of random raters, not 85%
+        ("slipped", 2, 1, "undecided"),
+        ("careless", 2, 2, "excluded"),
+        ("unchecked", 0, 0, "undecided"),
     ]
-    assert attention_checks(raters, judgments, 0.5)[1] == set()  # 0.5 is not above 0.5
     assert attention_checks(raters, judgments, None)[1] == set()
 
 
@@ -127,12 +133,14 @@ def test_summarize_leaves_excluded_raters_out_of_every_number():
     progress = StudyProgress("s", "open", 2, 2, 4, 2, 0, 0.5, [])
     data = StudyData("s", [appropriate(), preference()], {1: "r1", 2: "r2"}, judgments,
                      OUTPUTS, ratings, 0, progress)  # fmt: skip
-    every = summarize(data, n_resamples=100)
+    every = summarize(data, n_resamples=100)  # one failed check excludes no one (slip 0.1)
     assert (every.n_raters_included, every.n_judgments) == (2, 2)
     assert {s.system: s.appropriate.share for s in every.systems}["a"] == 0.5
-    kept = summarize(data, exclude_failing_share=0.0, n_resamples=100)
+    # a researcher stating a slip rate of 1%: one failure in one check is then 1 in 100
+    kept = summarize(data, slip=0.01, n_resamples=100)
     assert (kept.n_raters_included, kept.n_raters_excluded, kept.n_judgments) == (1, 1, 1)
     assert {s.system: s.appropriate.share for s in kept.systems}["a"] == 1.0
+    assert {s.system: s.appropriate.share for s in kept.systems_all_raters}["a"] == 0.5
     assert kept.preference_counts["choice"] == 1 and kept.n_raters_failed_attention == 1
     with pytest.raises(Exception, match="between 0 and 1"):
-        summarize(data, exclude_failing_share=2.0)
+        summarize(data, slip=2.0)

@@ -27,7 +27,7 @@ def test_intervals_cover_the_true_rates(sim_store):
         icc=0.4,
         noise=0.05,
         inattentive_share=0.0,
-        exclude_failing_share=None,  # nobody dropped: every judgment counts
+        exclude=False,  # nobody dropped: every judgment counts
         n_gold=2,
         items_per_rater=14,
         questions=("appropriate",),
@@ -72,7 +72,7 @@ def test_agreement_falls_as_rater_noise_rises(sim_store):
             n_items=12,
             noise=noise,
             inattentive_share=0.0,
-            exclude_failing_share=None,
+            exclude=False,
             questions=("appropriate",),
         )
         runs = [simulate_study(sim_store, f"alpha-{noise}-{s}", config, seed=s) for s in (7, 8)]
