@@ -372,6 +372,8 @@ class AdminHandlers(ModelCalls):
         )
         if info.status != "open":
             msg += f" The study is {info.status}: its raters can start once you set it open."
+        note = studies.invite_note(info, len(people))  # items all (or nearly) taken
+        msg += f" {note}" if note else ""
         return AdminInvites(rows, msg)
 
     def invite_label(self, study: str | None) -> gr.update:
@@ -452,19 +454,6 @@ class AdminHandlers(ModelCalls):
                 "change (make a new study to change them).",
                 print_exception=False,
             )
-
-    def admin_invite_note(self, request: gr.Request | None, study: str, names: str):
-        """Said at invite time, after the links are made: when the study's items are all
-        (or nearly) full, new raters would find nothing to rate. Nothing to say: the message
-        is left as the invite left it (a refusal stays)."""
-        if not self._is_admin(request) or not study:
-            return gr.skip()
-        people = [n for n in (names or "").splitlines() if n.strip()]
-        try:
-            note = studies.invite_note(self.store.study(study), len(people))
-        except AnnotationError:
-            return gr.skip()
-        return note or gr.skip()
 
     def admin_progress(self, request: gr.Request | None, study: str) -> AdminProgress:
         self._admin(request)

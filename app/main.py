@@ -497,8 +497,6 @@ def _admin_tab(app: MagnetApp) -> None:
         inputs=[study, names],
         outputs=AdminInvites.wire(rows=links, message=invite_msg),
         **RATING,
-    ).then(
-        said_in(app.admin_invite_note, 1, 0), inputs=[study, names], outputs=invite_msg, **RATING
     )
     prog_btn.click(
         said_in(app.admin_progress, 2, 0),
