@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
-import functools
 import logging
 import os
 import socket
@@ -117,7 +116,12 @@ INSERT_BLANK_JS = f"""(t) => {{
   const right = after && !/^[\\s.,;:!?]/.test(after) ? ' ' : '';
   return before + left + '{MARKER}' + right + after;
 }}"""
-MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
+# Generation and embedding share the one model. Each model call has a validator (demo.py's
+# *_admit), which Gradio runs when the call joins the queue, from the page or any API client:
+# the input checks are told at once ("The text is empty." never waits behind a generation) and
+# the demo quota counts the call then, only when it passed them. Said on the input, so no
+# "Error" pill is left on the outputs.
+MODEL = {"concurrency_id": "model"}
 # Ratings and admin work skip the queue: demo traffic can fill the queue (its size caps every
 # queued event together), and a rater's submit must never wait for it or fail with "queue full".
 RATING = RATING_EVENTS
@@ -143,28 +147,6 @@ LOGOUT_JS = f"""async () => {{
 
 # Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
 STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
-# The input checks of a model call run at once, in a queue group of their own with no limit:
-# "The text is empty." never waits behind a long generation, and the model call follows only
-# when they pass. Not off the queue: there Gradio shows no toast for an error (the page drops
-# its "visible" flag), and the visitor would be told nothing.
-CHECK = {
-    "concurrency_id": "checks",
-    "concurrency_limit": None,
-    "api_visibility": "private",
-    "show_progress": "hidden",
-}
-
-
-def _check_only(fn):
-    """fn run for its checks (a gr.Error) only; what it returns is not shown."""
-
-    @functools.wraps(fn)
-    def run(*args) -> None:
-        fn(*args)
-
-    return run
-
-
 UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
@@ -221,10 +203,9 @@ def _infill_tab(app: MagnetApp) -> None:
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
     fill.click(
-        _check_only(app.infill_check), inputs=[text, *decoding, max_span, blind], **CHECK
-    ).success(
         gradio_fn(app.infill),
         inputs=[text, *decoding, max_span, blind],
+        validator=app.infill_admit,
         outputs=InfillView.wire(columns=columns, state=state, vote_row=vote_row, reveal=reveal),
         show_progress_on=filled,  # on the filled texts only
         api_name="infill",
@@ -256,9 +237,10 @@ def _continue_tab(app: MagnetApp) -> None:
                 gr.Markdown(f"### {TITLES[system]}")
                 text = gr.Textbox(label="Continuation", lines=8)
                 columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
-    run.click(_check_only(app.continue_check), inputs=[prompt, length, *decoding], **CHECK).success(
+    run.click(
         gradio_fn(app.continue_),
         inputs=[prompt, length, *decoding],
+        validator=app.continue_admit,
         outputs=ContinueView.wire(columns=columns),
         api_name="continue",
         **MODEL,
@@ -299,9 +281,10 @@ def _search_tab(app: MagnetApp) -> None:
                         )
                     )
     overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
-    run.click(_check_only(app.search_check), inputs=[query, upload, k], **CHECK).success(
+    run.click(
         gradio_fn(app.search),
         inputs=[query, upload, k],
+        validator=app.search_admit,
         outputs=SearchView.wire(tables=tables, overlap=overlap, note=note),
         show_progress_on=note,  # one progress bar, not one per table
         **MODEL,
@@ -513,7 +496,13 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
             with gr.Tab("Admin", id="admin"):
                 _admin_tab(app)
     add_rater_page(app, demo)
-    demo.queue(default_concurrency_limit=app.settings.concurrency, max_size=app.settings.queue_size)
+    # api_open=False: a queued event (every model call) is reachable only through the queue,
+    # where its validator counts it; POST /gradio_api/run/infill skipped both (review 4, N13)
+    demo.queue(
+        default_concurrency_limit=app.settings.concurrency,
+        max_size=app.settings.queue_size,
+        api_open=False,
+    )
     return demo
 
 
@@ -536,6 +525,7 @@ def server_app_kwargs(app: MagnetApp, upload_folder: Path | None = None) -> dict
         trusted_proxies=parse_networks(st.trusted_proxies or ""),
         frame_ancestors=st.frame_ancestors,
         uploads=uploads,
+        public_url=st.public_url,
     )
     return {
         "middleware": [guard],
