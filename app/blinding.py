@@ -4,7 +4,8 @@ Study outputs are sampled with a hidden seed, but the systems' near-greedy fills
 sampling: pasting a study item into the Infill tab reproduced 3 of 18 study outputs exactly,
 under their system names (security review 4, N15). So while a study is open, a demo text that
 is a study passage, or shares a run of ``RUN_WORDS`` words with one (its items' texts and the
-outputs raters see), is refused with a sentence saying why.
+outputs raters see), is refused with a sentence saying why. Words are compared in lower case,
+without punctuation and blank markers; a passage shorter than the run only as a whole.
 
 The passages come from the store's API (list_studies, items); no SQL here. The index is
 rebuilt when the set of open studies changes, looked at every ``refresh_s`` seconds at most.
@@ -38,7 +39,9 @@ def runs(ws: tuple[str, ...], n: int) -> Iterable[tuple[str, ...]]:
 @dataclass
 class _Index:
     long: set[int] = field(default_factory=set)  # hashes of the RUN_WORDS-word runs
-    short: set[tuple[str, ...]] = field(default_factory=set)  # passages below RUN_WORDS words
+    # passages below RUN_WORDS words: only a copy of the whole one counts (their few words
+    # turn up in any text)
+    short: set[tuple[str, ...]] = field(default_factory=set)
 
     def add(self, text: str) -> None:
         ws = words(text)
@@ -49,9 +52,7 @@ class _Index:
 
     def hit(self, text: str) -> bool:
         ws = words(text)
-        if any(hash(r) in self.long for r in runs(ws, RUN_WORDS)):
-            return True
-        return any(r in self.short for n in {len(s) for s in self.short} for r in runs(ws, n))
+        return ws in self.short or any(hash(r) in self.long for r in runs(ws, RUN_WORDS))
 
 
 @dataclass

@@ -74,15 +74,15 @@ class DemoHandlers(ModelCalls):
     ) -> list[dict]:
         """Gradio's validator of infill, run when the call joins the queue (the page's call and
         any API client's alike): the input checks at once, then the demo quota, counted only
-        for a call that passed them. A refusal is said on the input it is about."""
+        for a call that passed them. A refusal is said on the text box."""
         most = self.settings.max_span_tokens
         return _admit(
             7,
             [
-                (0, lambda: self._infill_text(text)),
-                (5, lambda: _tokens_in_range(max_span, most, "span length")),
-                (4, lambda: _seed(seed) if sampling == "sampled" or blind else None),
-                (0, lambda: self.demo_call(request)),
+                lambda: self._infill_text(text),
+                lambda: _tokens_in_range(max_span, most, "span length"),
+                lambda: _seed(seed) if sampling == "sampled" or blind else None,
+                lambda: self.demo_call(request),
             ],
         )
 
@@ -263,10 +263,10 @@ class DemoHandlers(ModelCalls):
         return _admit(
             6,
             [
-                (0, lambda: self.check_text(prompt, "prompt")),
-                (1, lambda: self.continue_check(prompt, max_new_tokens)),
-                (5, lambda: _seed(seed) if sampling == "sampled" else None),
-                (0, lambda: self.demo_call(request)),
+                lambda: self.check_text(prompt, "prompt"),
+                lambda: self.continue_check(prompt, max_new_tokens),
+                lambda: _seed(seed) if sampling == "sampled" else None,
+                lambda: self.demo_call(request),
             ],
         )
 
@@ -338,23 +338,23 @@ class DemoHandlers(ModelCalls):
         return _admit(
             3,
             [
-                (0, lambda: self.search_check(query)),
-                (1, lambda: self.corpus(upload)),
-                (0, lambda: self.demo_call(request)),
+                lambda: self.search_check(query),
+                lambda: self.corpus(upload),
+                lambda: self.demo_call(request),
             ],
         )
 
 
-def _admit(n_inputs: int, checks: list[tuple[int, Callable[[], object]]]) -> list[dict]:
+def _admit(n_inputs: int, checks: list[Callable[[], object]]) -> list[dict]:
     """A validator's answer: each check in turn; the first refusal (gr.Error) is said on the
-    input at its index, and the later checks (the quota last) do not run."""
-    for at, check in checks:
+    first input, and the later checks (the quota last) do not run. On the text, the prompt or
+    the query whatever it is about: only a text box shows Gradio's validation message (a
+    slider or a file box would not), and the seed's box is in a closed accordion."""
+    for check in checks:
         try:
             check()
         except gr.Error as e:
-            out = [gr.validate(True, "")] * n_inputs
-            out[at] = gr.validate(False, str(e.message))
-            return out
+            return [gr.validate(False, str(e.message))] + [gr.validate(True, "")] * (n_inputs - 1)
     return [gr.validate(True, "")] * n_inputs
 
 

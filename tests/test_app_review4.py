@@ -147,7 +147,7 @@ def test_the_demo_refuses_passages_of_an_open_study_and_says_why(app):
         texts[0],
         texts[1].upper().replace("[BLANK]", "  [blank]"),  # case and spacing do not matter
         near,
-        "Wait, a short item [blank].",  # a short passage, copied whole
+        "A SHORT [blank] item!",  # a short passage, copied whole
     ]
     for text in refused:
         why = _refusal(app.infill_admit(text, max_span=2, request=_visitor("10.0.0.1")))
@@ -155,6 +155,7 @@ def test_the_demo_refuses_passages_of_an_open_study_and_says_why(app):
         with pytest.raises(gr.Error, match="does not fill its passages"):  # the handler too
             app.infill(text, max_span=2)
     fine = "The Great Wall of China is long, and [blank] visit it every year."  # 6 shared words
+    assert _refusal(app.infill_admit("This is a short [blank] item.", max_span=2)) is None
     assert _refusal(app.infill_admit(fine, max_span=2)) is None
     app.infill(fine, max_span=2)
     app.store.set_status("pilot", "closed")
