@@ -36,6 +36,8 @@ from .services import PROGRESS, client_of, user_errors
 log = logging.getLogger("app")
 
 STATUS_CHOICES = ("open", "closed", "draft")
+# what the page's confirmation dialog sends as the rater id when the admin says no (main.py)
+NOT_CONFIRMED = "not confirmed"
 LOGGED_IN = "Logged in."
 NO_COOKIE = (
     "The password was right, but this browser did not send the login cookie back: open the "
@@ -389,8 +391,11 @@ class AdminHandlers(ModelCalls):
     def admin_revoke(
         self, request: gr.Request | None, study: str, rater_id: float | str | None
     ) -> str:
-        """Make one rater's invite link stop working (their answers so far are kept)."""
+        """Make one rater's invite link stop working (their answers so far are kept). The page
+        asks first (tour p10); NOT_CONFIRMED is its "no"."""
         self._admin(request)
+        if rater_id == NOT_CONFIRMED:
+            return "Nothing was revoked."
         rater = _rater_id(study, rater_id)
         with user_errors():
             r = self.store.revoke(study, rater)

@@ -358,6 +358,13 @@ def _admit(n_inputs: int, checks: list[Callable[[], object]]) -> list[dict]:
     return [gr.validate(True, "")] * n_inputs
 
 
+def sampling_controls(sampling: str, blind: bool = False) -> tuple[dict, dict]:
+    """Temperature and top-p usable only where they act: sampled decoding, or a blind
+    comparison (always sampled, at least at BLIND_MIN_TEMPERATURE / BLIND_MIN_TOP_P)."""
+    on = sampling == "sampled" or bool(blind)
+    return gr.update(interactive=on), gr.update(interactive=on)
+
+
 def _tokens_in_range(value: float, most: int, what: str) -> int:
     """A token count from a slider or the API, 1..most, or one sentence saying so."""
     n = int(value)

@@ -36,8 +36,8 @@ from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 from magnet_model.systems import TITLES
 
-from .admin import STATUS_CHOICES
-from .demo import BLIND_CHOICES
+from .admin import NOT_CONFIRMED, STATUS_CHOICES
+from .demo import BLIND_CHOICES, sampling_controls
 from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
 from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS, default_corpus
@@ -145,19 +145,41 @@ LOGOUT_JS = f"""async () => {{
   }}
 }}"""
 
+# Revoking asks first (tour p10): the browser's own dialog; "no" reaches the handler as
+# NOT_CONFIRMED, and nothing is revoked.
+CONFIRM_REVOKE_JS = f"""(study, id) => {{
+  if (!study || !String(id || '').trim()) return [study, id];  // the handler says what is missing
+  const ok = window.confirm(`Revoke the invite link of rater ${{id}} in study "${{study}}"? `
+    + 'It stops working at once (their answers are kept; a new link can be made).');
+  return [study, ok ? id : {NOT_CONFIRMED!r}];
+}}"""
+
 # Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
 STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
 UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
-def _decoding_controls(app: MagnetApp) -> list:
+def _decoding_controls(app: MagnetApp, blind: gr.Checkbox | None = None) -> list:
+    """Decoding, temperature, top-p and seed. Temperature and top-p are greyed out while they
+    do nothing (greedy, and not blind: a blind comparison is always sampled; tour p9)."""
     with gr.Accordion("Decoding settings", open=False), gr.Row():
         sampling = gr.Radio(["greedy", "sampled"], value="greedy", label="Decoding")
-        temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature")
-        top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p")
+        temperature = gr.Slider(
+            0.05, 2.0, value=0.8, step=0.05, label="Temperature", interactive=False
+        )
+        top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p", interactive=False)
         # text, parsed as a whole number by the handler: a number box rounds through a float
         # (2**63 - 1 became 2**63) and fails on "abc" before any handler could say why
         seed = gr.Textbox(value="-1", label="Seed (-1: random)", max_lines=1)
+    switches = [sampling] if blind is None else [sampling, blind]
+    for box in switches:
+        box.change(
+            sampling_controls,
+            inputs=switches,
+            outputs=[temperature, top_p],
+            api_visibility="private",
+            **RATING,
+        )
     return [sampling, temperature, top_p, seed]
 
 
@@ -177,7 +199,7 @@ def _infill_tab(app: MagnetApp) -> None:
         insert = gr.Button(f"Insert {MARKER} at the cursor", size="sm")
         blind = gr.Checkbox(label="Compare blind (vote before the names are shown)")
     gr.Examples(INFILL_EXAMPLES, inputs=text)
-    decoding = _decoding_controls(app)
+    decoding = _decoding_controls(app, blind)
     span_max = app.settings.max_span_tokens
     max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
@@ -407,7 +429,11 @@ def _admin_tab(app: MagnetApp) -> None:
         said_in(app.admin_new_link, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
     )
     revoke.click(
-        said_in(app.admin_revoke, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
+        said_in(app.admin_revoke, 1, 0),
+        inputs=[study, rater_id],
+        outputs=admin_msg,
+        js=CONFIRM_REVOKE_JS,
+        **RATING,
     )
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)

@@ -273,3 +273,33 @@ def test_the_search_cache_key_does_not_change_with_how_the_weights_were_loaded(e
         assert EngineEncoder(engine, None).key != first
     finally:
         engine.loaded.source, engine.loaded.weights = was
+
+
+# ---------------------------------------------------------------- visitor: controls, revoke
+
+
+def test_temperature_and_top_p_are_greyed_out_while_they_do_nothing(app):
+    """Tour 4, p9: Temperature and Top-p looked active and movable under greedy."""
+    demo = build_demo(app)
+    sliders = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Temperature"]
+    assert sliders and all(s.interactive is False for s in sliders)  # greedy is the default
+    (toggle,) = {d.fn for d in demo.fns.values() if d.name == "sampling_controls"}
+    assert [u["interactive"] for u in toggle("sampled")] == [True, True]
+    assert [u["interactive"] for u in toggle("greedy", True)] == [True, True]  # blind samples
+    assert [u["interactive"] for u in toggle("greedy", False)] == [False, False]
+
+
+def test_revoking_asks_first_and_no_revokes_nothing(app):
+    """Tour 4, p10: "Revoke this rater's invite link" acted at once."""
+    from app_fixtures import admin_request
+
+    from app.admin import NOT_CONFIRMED
+
+    demo = build_demo(app)
+    (revoke,) = [d for d in demo.fns.values() if d.name == "admin_revoke"]
+    assert "window.confirm(" in revoke.js and repr(NOT_CONFIRMED) in revoke.js
+    _open_study(app)
+    rater = app.store.invite("pilot", "Ada")
+    assert app.admin_revoke(admin_request(app), "pilot", NOT_CONFIRMED) == "Nothing was revoked."
+    assert app.store.open_session(rater.token)  # the link still works
+    assert "no longer works" in app.admin_revoke(admin_request(app), "pilot", str(rater.rater_id))
