@@ -339,7 +339,7 @@ class DemoHandlers(ModelCalls):
             3,
             [
                 lambda: self.search_check(query),
-                lambda: self.corpus(upload),
+                lambda: self.corpus(upload) if upload else None,  # the default one is fine
                 lambda: self.demo_call(request),
             ],
         )
