@@ -7,6 +7,7 @@ leave the server only through a single-use download link (security.PrivateDownlo
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import math
@@ -45,12 +46,14 @@ from .outputs import (
     StudyForm,
 )
 from .rater import RATER_PATH
-from .security import DOWNLOAD_ROUTE, cookie_of, session_cookie
+from .security import CROSS_ORIGIN_LOGIN, DOWNLOAD_ROUTE, cookie_of, cross_origin, session_cookie
 from .services import PROGRESS, client_of, user_errors
 
 log = logging.getLogger("app")
 
 STATUS_CHOICES = ("open", "closed", "draft")
+# what the page's confirmation dialog sends as the rater id when the admin says no (main.py)
+NOT_CONFIRMED = "not confirmed"
 LOGGED_IN = "Logged in."
 NO_COOKIE = (
     "The password was right, but this browser did not send the login cookie back: open the "
@@ -96,10 +99,15 @@ class AdminHandlers(ModelCalls):
     async def session_endpoint(self, request: Request) -> Response:
         """POST /admin-session {"password": ...}: the admin cookie on the right password;
         DELETE /admin-session: log out (the session ends on the server, the cookie is
-        cleared). JSON only, so no other site's form can post here."""
+        cleared). JSON only, so no other site's form can post here; from a page of another
+        origin, neither (security.cross_origin). One login at a time per address, answered
+        after the throttle's delay while a crowd of addresses is failing."""
         headers = {"cache-control": "no-store"}
         if not self.settings.admin_password:
             return JSONResponse({"message": "Not found."}, status_code=404, headers=headers)
+        if cross_origin(request.headers, self.settings.public_url):
+            body = {"ok": False, "message": CROSS_ORIGIN_LOGIN}
+            return JSONResponse(body, status_code=403, headers=headers)
         secure = request.url.scheme == "https" or (self.settings.public_url or "").startswith(
             "https://"
         )
@@ -116,7 +124,17 @@ class AdminHandlers(ModelCalls):
         if not isinstance(body, dict):
             msg = 'Send {"password": ...} as application/json.'
             return JSONResponse({"ok": False, "message": msg}, status_code=400, headers=headers)
-        login = self.admin_login(body.get("password"), request)
+        client = client_of(request)
+        if not self.login_throttle.begin(client):
+            msg = "A login from your address is being checked; wait for its answer."
+            return JSONResponse({"ok": False, "message": msg}, status_code=429, headers=headers)
+        try:
+            delay = self.login_throttle.delay_s()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            login = self.admin_login(body.get("password"), request)
+        finally:
+            self.login_throttle.end(client)
         out = JSONResponse({"ok": login.authorized, "message": login.message}, headers=headers)
         if login.session:
             out.headers.append(
@@ -138,7 +156,13 @@ class AdminHandlers(ModelCalls):
         return AdminPanel(gr.update(visible=False), msg, gr.skip(), "")
 
     def _is_admin(self, request: object | None) -> bool:
-        return bool(self.settings.admin_password) and self.admin_sessions.valid(cookie_of(request))
+        """A live admin cookie, sent by the app's own page (never by a page of another origin:
+        the request guard takes the cookie out of those already; checked here again)."""
+        if not self.settings.admin_password:
+            return False
+        if cross_origin(getattr(request, "headers", None), self.settings.public_url):
+            return False
+        return self.admin_sessions.valid(cookie_of(request))
 
     def _admin(self, request: object | None) -> None:
         if not self._is_admin(request):
@@ -504,8 +528,11 @@ class AdminHandlers(ModelCalls):
     def admin_revoke(
         self, request: gr.Request | None, study: str, rater_id: float | str | None
     ) -> str:
-        """Make one rater's invite link stop working (their answers so far are kept)."""
+        """Make one rater's invite link stop working (their answers so far are kept). The page
+        asks first (tour p10); NOT_CONFIRMED is its "no"."""
         self._admin(request)
+        if rater_id == NOT_CONFIRMED:
+            return "Nothing was revoked."
         rater = _rater_id(study, rater_id)
         with user_errors():
             r = self.store.revoke(study, rater)

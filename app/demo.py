@@ -11,7 +11,7 @@ import hashlib
 import math
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import gradio as gr
@@ -19,6 +19,7 @@ import gradio as gr
 from annotation_db import OutputIn
 from magnet_model import systems
 from magnet_model.inference import search
+from magnet_model.inference.blanks import split_blanks
 from magnet_model.inference.engine import END_REASONS
 from magnet_model.systems import TITLES
 
@@ -46,28 +47,44 @@ class DemoHandlers(ModelCalls):
 
     # ---------------------------------------------------------------- Infill tab
 
-    def _infill_input(self, text: str, max_span: float) -> tuple[str, int]:
+    def _infill_text(self, text: str) -> str:
+        """The text, with its blanks checked as the engine checks them (no blank, only blanks,
+        too many: said here, not after the call waited for the model), and no passage of an
+        open study; or one sentence."""
         text = self.check_text(text, "text")
-        if MARKER not in text:
-            raise gr.Error(
-                f"The text has no blank; put {MARKER} where words are missing.",
-                print_exception=False,
-            )
-        return text, _tokens_in_range(max_span, self.settings.max_span_tokens, "span length")
+        with user_errors():
+            split_blanks(text, MARKER)
+        self.check_not_study_passage(text)
+        return text
 
-    def infill_check(
+    def _infill_input(self, text: str, max_span: float) -> tuple[str, int]:
+        span = _tokens_in_range(max_span, self.settings.max_span_tokens, "span length")
+        return self._infill_text(text), span
+
+    def infill_admit(
         self,
         text: str,
         sampling: str = "greedy",
         temperature: float = 1.0,
         top_p: float = 1.0,
-        seed: float | None = None,
+        seed: float | str | None = None,
         max_span: float = 16,
         blind: bool = False,
-    ) -> None:
-        """The input checks of infill, run at once, outside the model's queue (the page calls
-        this first): a bad text is told in a moment even while the model is busy."""
-        self._infill_input(text, max_span)
+        request: gr.Request | None = None,
+    ) -> list[dict]:
+        """Gradio's validator of infill, run when the call joins the queue (the page's call and
+        any API client's alike): the input checks at once, then the demo quota, counted only
+        for a call that passed them. A refusal is said on the text box."""
+        most = self.settings.max_span_tokens
+        return _admit(
+            7,
+            [
+                lambda: self._infill_text(text),
+                lambda: _tokens_in_range(max_span, most, "span length"),
+                lambda: _seed(seed) if sampling == "sampled" or blind else None,
+                lambda: self.demo_call(request),
+            ],
+        )
 
     def infill(
         self,
@@ -82,8 +99,7 @@ class DemoHandlers(ModelCalls):
     ) -> InfillView:
         """Fill the blanks with MAGNET, zero-shot and five-shot: a column per system (title,
         highlighted text, info), then the blind-vote state, the vote row's visibility and the
-        reveal text."""
-        self.demo_call(request)
+        reveal text. Reached only through the queue, after infill_admit counted the call."""
         text, max_span = self._infill_input(text, max_span)
         decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
         if decoding["do_sample"] or blind:
@@ -228,18 +244,31 @@ class DemoHandlers(ModelCalls):
 
     # ---------------------------------------------------------------- Continue tab
 
-    def continue_check(
+    def continue_check(self, prompt: str, max_new_tokens: float = 48) -> tuple[str, int]:
+        """The input checks of continue_ (also run at join, by continue_admit)."""
+        prompt = self.check_text(prompt, "prompt")
+        return prompt, _tokens_in_range(max_new_tokens, self.settings.max_new_tokens, "length")
+
+    def continue_admit(
         self,
         prompt: str,
         max_new_tokens: float = 48,
         sampling: str = "greedy",
         temperature: float = 1.0,
         top_p: float = 1.0,
-        seed: float | None = None,
-    ) -> tuple[str, int]:
-        """The input checks of continue_, also run at once outside the model's queue."""
-        prompt = self.check_text(prompt, "prompt")
-        return prompt, _tokens_in_range(max_new_tokens, self.settings.max_new_tokens, "length")
+        seed: float | str | None = None,
+        request: gr.Request | None = None,
+    ) -> list[dict]:
+        """Gradio's validator of continue_: the checks, then the quota, at join."""
+        return _admit(
+            6,
+            [
+                lambda: self.check_text(prompt, "prompt"),
+                lambda: self.continue_check(prompt, max_new_tokens),
+                lambda: _seed(seed) if sampling == "sampled" else None,
+                lambda: self.demo_call(request),
+            ],
+        )
 
     def continue_(
         self,
@@ -252,8 +281,7 @@ class DemoHandlers(ModelCalls):
         request: gr.Request | None = None,
     ) -> Iterator[ContinueView]:
         """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
-        each step a column (text, stats) per system."""
-        self.demo_call(request)
+        each step a column (text, stats) per system. Counted at join (continue_admit)."""
         prompt, n = self.continue_check(prompt, max_new_tokens)
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
         if kw["do_sample"]:
@@ -286,8 +314,8 @@ class DemoHandlers(ModelCalls):
         progress=PROGRESS,
         request: gr.Request | None = None,
     ) -> SearchView:
-        """Top-k passages of every encoder; returns one table per system, the overlaps, a note."""
-        self.demo_call(request)
+        """Top-k passages of every encoder; returns one table per system, the overlaps, a note.
+        Counted at join (search_admit)."""
         query = self.search_check(query)
         corpus = self.corpus(upload)
         k = max(1, min(int(k), 20, len(corpus)))
@@ -295,8 +323,46 @@ class DemoHandlers(ModelCalls):
             return self.compare_search(query, corpus, k, progress)
 
     def search_check(self, query: str, upload: str | None = None, k: float = 5) -> str:
-        """The query's checks, also run at once outside the model's queue."""
+        """The query's checks (also run at join, by search_admit)."""
         return self.check_text(query, "query")
+
+    def search_admit(
+        self,
+        query: str,
+        upload: str | None = None,
+        k: float = 5,
+        request: gr.Request | None = None,
+    ) -> list[dict]:
+        """Gradio's validator of search: the query, the uploaded corpus (read now: a file
+        without a 'text' column is told before any wait), then the quota, at join."""
+        return _admit(
+            3,
+            [
+                lambda: self.search_check(query),
+                lambda: self.corpus(upload) if upload else None,  # the default one is fine
+                lambda: self.demo_call(request),
+            ],
+        )
+
+
+def _admit(n_inputs: int, checks: list[Callable[[], object]]) -> list[dict]:
+    """A validator's answer: each check in turn; the first refusal (gr.Error) is said on the
+    first input, and the later checks (the quota last) do not run. On the text, the prompt or
+    the query whatever it is about: only a text box shows Gradio's validation message (a
+    slider or a file box would not), and the seed's box is in a closed accordion."""
+    for check in checks:
+        try:
+            check()
+        except gr.Error as e:
+            return [gr.validate(False, str(e.message))] + [gr.validate(True, "")] * (n_inputs - 1)
+    return [gr.validate(True, "")] * n_inputs
+
+
+def sampling_controls(sampling: str, blind: bool = False) -> tuple[dict, dict]:
+    """Temperature and top-p usable only where they act: sampled decoding, or a blind
+    comparison (always sampled, at least at BLIND_MIN_TEMPERATURE / BLIND_MIN_TOP_P)."""
+    on = sampling == "sampled" or bool(blind)
+    return gr.update(interactive=on), gr.update(interactive=on)
 
 
 def _tokens_in_range(value: float, most: int, what: str) -> int:

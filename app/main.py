@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
-import functools
 import logging
 import os
 import socket
@@ -37,8 +36,8 @@ from magnet_model.passages import SENTENCE_SPAN_TOKENS
 from magnet_model.settings import ModelSpec, add_model_args
 from magnet_model.systems import TITLES
 
-from .admin import STATUS_CHOICES
-from .demo import BLIND_CHOICES
+from .admin import NOT_CONFIRMED, STATUS_CHOICES
+from .demo import BLIND_CHOICES, sampling_controls
 from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
 from .model_calls import CONTINUE_SYSTEMS, SEARCH_SYSTEMS, default_corpus
@@ -119,7 +118,12 @@ INSERT_BLANK_JS = f"""(t) => {{
   const right = after && !/^[\\s.,;:!?]/.test(after) ? ' ' : '';
   return before + left + '{MARKER}' + right + after;
 }}"""
-MODEL = {"concurrency_id": "model"}  # generation and embedding share the one model
+# Generation and embedding share the one model. Each model call has a validator (demo.py's
+# *_admit), which Gradio runs when the call joins the queue, from the page or any API client:
+# the input checks are told at once ("The text is empty." never waits behind a generation) and
+# the demo quota counts the call then, only when it passed them. Said on the input, so no
+# "Error" pill is left on the outputs.
+MODEL = {"concurrency_id": "model"}
 # Ratings and admin work skip the queue: demo traffic can fill the queue (its size caps every
 # queued event together), and a rater's submit must never wait for it or fail with "queue full".
 RATING = RATING_EVENTS
@@ -143,41 +147,41 @@ LOGOUT_JS = f"""async () => {{
   }}
 }}"""
 
+# Revoking asks first (tour p10): the browser's own dialog; "no" reaches the handler as
+# NOT_CONFIRMED, and nothing is revoked.
+CONFIRM_REVOKE_JS = f"""(study, id) => {{
+  if (!study || !String(id || '').trim()) return [study, id];  // the handler says what is missing
+  const ok = window.confirm(`Revoke the invite link of rater ${{id}} in study "${{study}}"? `
+    + 'It stops working at once (their answers are kept; a new link can be made).');
+  return [study, ok ? id : {NOT_CONFIRMED!r}];
+}}"""
+
 # Creating a study waits for its background generation (app/jobs.py), not in the model's queue.
 STUDY = {"concurrency_id": "study", "concurrency_limit": 4}
-# The input checks of a model call run at once, in a queue group of their own with no limit:
-# "The text is empty." never waits behind a long generation, and the model call follows only
-# when they pass. Not off the queue: there Gradio shows no toast for an error (the page drops
-# its "visible" flag), and the visitor would be told nothing.
-CHECK = {
-    "concurrency_id": "checks",
-    "concurrency_limit": None,
-    "api_visibility": "private",
-    "show_progress": "hidden",
-}
-
-
-def _check_only(fn):
-    """fn run for its checks (a gr.Error) only; what it returns is not shown."""
-
-    @functools.wraps(fn)
-    def run(*args) -> None:
-        fn(*args)
-
-    return run
-
-
 UPLOAD_CACHE = (600, 3600)  # (every, older than) seconds: Gradio's delete_cache
 
 
-def _decoding_controls(app: MagnetApp) -> list:
+def _decoding_controls(app: MagnetApp, blind: gr.Checkbox | None = None) -> list:
+    """Decoding, temperature, top-p and seed. Temperature and top-p are greyed out while they
+    do nothing (greedy, and not blind: a blind comparison is always sampled; tour p9)."""
     with gr.Accordion("Decoding settings", open=False), gr.Row():
         sampling = gr.Radio(["greedy", "sampled"], value="greedy", label="Decoding")
-        temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="Temperature")
-        top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p")
+        temperature = gr.Slider(
+            0.05, 2.0, value=0.8, step=0.05, label="Temperature", interactive=False
+        )
+        top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.05, label="Top-p", interactive=False)
         # text, parsed as a whole number by the handler: a number box rounds through a float
         # (2**63 - 1 became 2**63) and fails on "abc" before any handler could say why
         seed = gr.Textbox(value="-1", label="Seed (-1: random)", max_lines=1)
+    switches = [sampling] if blind is None else [sampling, blind]
+    for box in switches:
+        box.change(
+            sampling_controls,
+            inputs=switches,
+            outputs=[temperature, top_p],
+            api_visibility="private",
+            **RATING,
+        )
     return [sampling, temperature, top_p, seed]
 
 
@@ -197,7 +201,7 @@ def _infill_tab(app: MagnetApp) -> None:
         insert = gr.Button(f"Insert {MARKER} at the cursor", size="sm")
         blind = gr.Checkbox(label="Compare blind (vote before the names are shown)")
     gr.Examples(INFILL_EXAMPLES, inputs=text)
-    decoding = _decoding_controls(app)
+    decoding = _decoding_controls(app, blind)
     span_max = app.settings.max_span_tokens
     max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
@@ -223,10 +227,9 @@ def _infill_tab(app: MagnetApp) -> None:
     reveal = gr.Markdown()
     insert.click(None, inputs=text, outputs=text, js=INSERT_BLANK_JS, queue=False)
     fill.click(
-        _check_only(app.infill_check), inputs=[text, *decoding, max_span, blind], **CHECK
-    ).success(
         gradio_fn(app.infill),
         inputs=[text, *decoding, max_span, blind],
+        validator=app.infill_admit,
         outputs=InfillView.wire(columns=columns, state=state, vote_row=vote_row, reveal=reveal),
         show_progress_on=filled,  # on the filled texts only
         api_name="infill",
@@ -258,9 +261,10 @@ def _continue_tab(app: MagnetApp) -> None:
                 gr.Markdown(f"### {TITLES[system]}")
                 text = gr.Textbox(label="Continuation", lines=8)
                 columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
-    run.click(_check_only(app.continue_check), inputs=[prompt, length, *decoding], **CHECK).success(
+    run.click(
         gradio_fn(app.continue_),
         inputs=[prompt, length, *decoding],
+        validator=app.continue_admit,
         outputs=ContinueView.wire(columns=columns),
         api_name="continue",
         **MODEL,
@@ -301,9 +305,10 @@ def _search_tab(app: MagnetApp) -> None:
                         )
                     )
     overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
-    run.click(_check_only(app.search_check), inputs=[query, upload, k], **CHECK).success(
+    run.click(
         gradio_fn(app.search),
         inputs=[query, upload, k],
+        validator=app.search_admit,
         outputs=SearchView.wire(tables=tables, overlap=overlap, note=note),
         show_progress_on=note,  # one progress bar, not one per table
         **MODEL,
@@ -444,7 +449,11 @@ def _admin_tab(app: MagnetApp) -> None:
         said_in(app.admin_new_link, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
     )
     revoke.click(
-        said_in(app.admin_revoke, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
+        said_in(app.admin_revoke, 1, 0),
+        inputs=[study, rater_id],
+        outputs=admin_msg,
+        js=CONFIRM_REVOKE_JS,
+        **RATING,
     )
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
@@ -548,7 +557,13 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
             with gr.Tab("Admin", id="admin"):
                 _admin_tab(app)
     add_rater_page(app, demo)
-    demo.queue(default_concurrency_limit=app.settings.concurrency, max_size=app.settings.queue_size)
+    # api_open=False: a queued event (every model call) is reachable only through the queue,
+    # where its validator counts it; POST /gradio_api/run/infill skipped both (review 4, N13)
+    demo.queue(
+        default_concurrency_limit=app.settings.concurrency,
+        max_size=app.settings.queue_size,
+        api_open=False,
+    )
     return demo
 
 
@@ -571,6 +586,7 @@ def server_app_kwargs(app: MagnetApp, upload_folder: Path | None = None) -> dict
         trusted_proxies=parse_networks(st.trusted_proxies or ""),
         frame_ancestors=st.frame_ancestors,
         uploads=uploads,
+        public_url=st.public_url,
     )
     return {
         "middleware": [guard],

@@ -19,9 +19,10 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -46,59 +47,102 @@ class _Failures:
     locked_until: float = 0.0
 
 
+def client_key(host: str) -> str:
+    """The unit the login backoff counts: an IPv4 address, or the /64 network of an IPv6 one
+    (one host usually holds a whole /64: its addresses are not 2**64 clients)."""
+    try:
+        addr = ipaddress.ip_address((host or "").strip())
+    except ValueError:
+        return host
+    if addr.version == 6:
+        if addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+    return str(addr)
+
+
 @dataclass
 class LoginThrottle:
-    """Exponential backoff on wrong passwords, per client and for all clients together.
+    """Exponential backoff on wrong passwords per client, and a slower answer for everyone
+    when many clients fail, never a lock that keeps the admin out.
 
-    After ``free`` wrong passwords from one client, each further one locks that client out for
-    ``base_s * 2**k`` seconds (capped at ``max_s``); after wrong passwords from more than
-    ``global_free`` different clients, every client is locked the same way (capped at
-    ``global_max_s``). The global count counts clients, not attempts: one attacker, however
-    slow and patient, only ever locks out its own address, never the admin's (issue 22: a
-    single client re-armed a global lock for 11 minutes and counting). While locked, no
-    password is even compared. Counts are forgotten ``forget_s`` after the last failure; a right
-    password clears its client's count.
+    A client is an address (an IPv6 /64, client_key). After ``free`` wrong passwords from one
+    client, each further one locks that client out for ``base_s * 2**k`` seconds (capped at
+    ``max_s``); while locked, no password of it is even compared. After wrong passwords from
+    more than ``global_free`` different clients (in ``forget_s``), every login is answered only
+    after ``delay_s()`` (``global_step_s`` per client over the limit, at most
+    ``global_max_delay_s``), the right password too: a crowd of addresses, one wrong password
+    each, slows every guess down but cannot lock the owner out (security review 4, B9: 40
+    addresses locked the admin out for 300 s, and each new one re-armed it). ``begin``/``end``
+    hold one login at a time per client, so that delay cannot be filled with parallel guesses.
+    Counts are forgotten ``forget_s`` after the last failure; a right password clears its
+    client's count.
     """
 
     free: int = 3
     base_s: float = 1.0
     max_s: float = 900.0
     global_free: int = 20
-    global_max_s: float = 300.0
+    global_step_s: float = 0.25
+    global_max_delay_s: float = 5.0
     forget_s: float = 3600.0
     clock: Callable[[], float] = time.monotonic
     _clients: OrderedDict[str, _Failures] = field(default_factory=OrderedDict)
-    _all: _Failures = field(default_factory=_Failures)
+    _failed_clients: OrderedDict[str, float] = field(default_factory=OrderedDict)  # -> last
+    _pending: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wait_s(self, client: str) -> float:
-        """Seconds before ``client`` may try a password (0: now)."""
+        """Seconds before ``client`` may try a password (0: now); only its own failures count."""
         now = self.clock()
         with self._lock:
-            mine = self._clients.get(client)
-            until = max(mine.locked_until if mine else 0.0, self._all.locked_until)
+            mine = self._clients.get(client_key(client))
+            until = mine.locked_until if mine else 0.0
         return max(0.0, until - now)
+
+    def delay_s(self) -> float:
+        """How long every login waits before its password is compared (0: no crowd failed)."""
+        now = self.clock()
+        with self._lock:
+            self._forget(now)
+            over = len(self._failed_clients) - self.global_free
+        return 0.0 if over <= 0 else min(self.global_step_s * over, self.global_max_delay_s)
+
+    def begin(self, client: str) -> bool:
+        """Start a login of ``client``; False while another of its logins is being checked."""
+        with self._lock:
+            key = client_key(client)
+            if key in self._pending:
+                return False
+            self._pending.add(key)
+            return True
+
+    def end(self, client: str) -> None:
+        with self._lock:
+            self._pending.discard(client_key(client))
 
     def failed(self, client: str) -> float:
         """Record a wrong password; returns the new lockout of this client in seconds."""
         now = self.clock()
+        key = client_key(client)
         with self._lock:
-            mine = self._clients.pop(client, None) or _Failures()
-            self._clients[client] = mine  # most recent last
+            mine = self._clients.pop(key, None) or _Failures()
+            self._clients[key] = mine  # most recent last
             while len(self._clients) > 10_000:
                 self._clients.popitem(last=False)
-            new_client = mine.count == 0 or now - mine.last > self.forget_s
-            pairs = [(mine, self.free, self.max_s)]
-            if new_client:  # a client adds to the global count once, not once per attempt
-                pairs.append((self._all, self.global_free, self.global_max_s))
-            for f, free, cap in pairs:
-                if now - f.last > self.forget_s:
-                    f.count = 0
-                f.count += 1
-                f.last = now
-                if f.count > free:
-                    f.locked_until = now + min(self.base_s * 2 ** (f.count - free - 1), cap)
-            n_all = self._all.count
+            if now - mine.last > self.forget_s:
+                mine.count = 0
+            mine.count += 1
+            mine.last = now
+            if mine.count > self.free:
+                mine.locked_until = now + min(
+                    self.base_s * 2 ** (mine.count - self.free - 1), self.max_s
+                )
+            self._failed_clients.pop(key, None)
+            self._failed_clients[key] = now
+            while len(self._failed_clients) > 100_000:
+                self._failed_clients.popitem(last=False)
+            n_all = len(self._failed_clients)
         wait = self.wait_s(client)
         log.warning(
             "Wrong admin password from %s (%d in a row from it; %d clients failed); "
@@ -112,7 +156,14 @@ class LoginThrottle:
 
     def succeeded(self, client: str) -> None:
         with self._lock:
-            self._clients.pop(client, None)
+            self._clients.pop(client_key(client), None)
+
+    def _forget(self, now: float) -> None:
+        while self._failed_clients:
+            key, last = next(iter(self._failed_clients.items()))
+            if now - last <= self.forget_s:
+                break
+            del self._failed_clients[key]
 
 
 # -------------------------------------------------------------------- admin sessions
@@ -187,6 +238,36 @@ def cookie_of(request: object) -> str | None:
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, str) else None
+
+
+def cross_origin(headers: Mapping[str, str] | None, public_url: str | None = None) -> bool:
+    """Whether a request comes from a page of another origin: another site, or the same site
+    on another port or subdomain, which a ``SameSite=Strict`` cookie does not tell apart
+    (review 4, N5: a page on another port of the same host ran the admin's backup).
+
+    A browser's ``Sec-Fetch-Site`` says it directly; without one (an older browser), the
+    ``Origin`` must name this server's host (the ``Host`` header, a trusted proxy's
+    ``X-Forwarded-Host``, or ``MAGNET_PUBLIC_URL``'s). A request with neither header is no page's
+    (curl, gradio_client) and carries no browser's cookie by itself."""
+    if not headers:
+        return False
+    site = headers.get("sec-fetch-site")
+    if site is not None:
+        return site.strip().lower() not in ("same-origin", "none")
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    netloc = urlsplit(origin.strip()).netloc.lower()
+    own = {headers.get("host"), headers.get("x-forwarded-host")}
+    if public_url:
+        own.add(urlsplit(public_url).netloc)
+    return not netloc or netloc not in {h.strip().lower() for h in own if h}
+
+
+def without_admin_cookie(cookie_header: str) -> str:
+    """A Cookie header without the admin's login cookie (the others are kept)."""
+    kept = [c for c in cookie_header.split(";") if c.split("=", 1)[0].strip() != ADMIN_COOKIE]
+    return ";".join(kept).strip()
 
 
 # -------------------------------------------------------------------- vote rate limit
@@ -463,6 +544,11 @@ class RequestGuard:
       it the client is the rightmost address it added, else the headers are dropped, so no
       client picks its own address (login backoff, vote limits) or the invite links' host;
     - uploads go through the ``uploads`` quota (per address, in total, free disk);
+    - a request from a page of another origin (another site, or another port or subdomain of
+      this one: cross_origin) never carries the admin's login: its admin cookie is taken out,
+      so it is served as an anonymous client's (Gradio's CORS answers credentialed requests
+      from any origin, and SameSite=Strict lets a sibling's page send the cookie), and the
+      login route refuses it;
     - Gradio's deep-link and monitoring routes answer 404;
     - every response says ``Referrer-Policy: no-referrer`` (the invite token in a rater's URL
       never leaves in a Referer header), may not be framed by another site
@@ -477,8 +563,10 @@ class RequestGuard:
         trusted_proxies: tuple = (),
         frame_ancestors: str = "'none'",
         uploads: UploadQuota | None = None,
+        public_url: str | None = None,
     ) -> None:
         self.app = app
+        self.public_url = public_url
         self.max_body_bytes = max_body_bytes
         self.max_upload_bytes = max_upload_bytes
         self.trusted_proxies = tuple(trusted_proxies)
@@ -535,6 +623,13 @@ class RequestGuard:
         if any(path == p or path.startswith(p + "/") for p in BLOCKED_PATHS):
             await _sentence(404, "Not found.", send_with_policy)
             return
+        raw = scope.get("headers", [])
+        named = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        if cross_origin(named, self.public_url):
+            if path == f"/{ADMIN_SESSION_ROUTE}":
+                await _sentence(403, CROSS_ORIGIN_LOGIN, send_with_policy)
+                return
+            scope = _without_admin_login(scope)
         upload = path.endswith("/upload")
         limit = self.max_upload_bytes if upload else self.max_body_bytes
         length = dict(scope.get("headers", [])).get(b"content-length")
@@ -589,6 +684,18 @@ class RequestGuard:
             return False
         await _sentence(*refusal, send)
         return True
+
+
+CROSS_ORIGIN_LOGIN = "Log in on the app's own page, not from a page of another address."
+
+
+def _without_admin_login(scope: Scope) -> Scope:
+    headers = []
+    for k, v in scope.get("headers", []):
+        if k.lower() == b"cookie":
+            v = without_admin_cookie(v.decode("latin-1")).encode("latin-1")
+        headers.append((k, v))
+    return {**scope, "headers": headers}
 
 
 async def _sentence(status: int, text: str, send: Send) -> None:

@@ -25,6 +25,7 @@ from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.inference import search
 from magnet_model.inference.engine import Engine
 
+from .blinding import RUN_WORDS, StudyPassages
 from .jobs import ModelGate, StudyJobs
 from .security import AdminSessions, LoginThrottle, PrivateDownloads, RateLimiter
 from .settings import AppSettings
@@ -93,9 +94,13 @@ class Services:
     # studies generated in the background; demo calls go first between their items
     study_jobs: StudyJobs = field(default_factory=StudyJobs)
     model_gate: ModelGate = field(default_factory=ModelGate)
+    # the passages of the open studies, which the demo does not fill (None: made from the store)
+    study_passages: StudyPassages | None = None
 
     def __post_init__(self) -> None:
         st = self.settings
+        if self.study_passages is None:
+            self.study_passages = StudyPassages(self.store)
         self.admin_sessions.idle_s = st.admin_idle_minutes * 60.0
         self.admin_sessions.max_s = st.admin_session_hours * 3600.0
         if self.demo_per_client is None:
@@ -109,7 +114,9 @@ class Services:
 
     def demo_call(self, request: gr.Request | None) -> None:
         """Count one demo call, or refuse it with one sentence: the model is shared, and one
-        address (or a crowd) may not take it all; ratings never pass through here."""
+        address (or a crowd) may not take it all; ratings never pass through here. Called by
+        the validators (demo.py's *_admit) when a call joins the queue and passed its checks,
+        so waiting calls count as soon as they wait and refused ones not at all."""
         client = f"client:{client_of(request)}"
         mine = self.demo_per_client.wait_s([client])
         everyone = self.demo_total.wait_s(["all"])
@@ -125,6 +132,18 @@ class Services:
             )
         self.demo_per_client.record([client])
         self.demo_total.record(["all"])
+
+    def check_not_study_passage(self, text: str) -> None:
+        """Refuse a text that is, or shares a run of words with, a passage of an open study:
+        the demo would show which system wrote which of the raters' outputs."""
+        if self.study_passages.matches(text):
+            raise gr.Error(
+                "This text is, or shares a run of "
+                f"{RUN_WORDS} words with, a passage of a rating study that is running now. "
+                "While the study runs the demo does not fill its passages: it would show which "
+                "system wrote which of the outputs the raters judge blind.",
+                print_exception=False,
+            )
 
     def availability(self, system: str) -> Unavailable | None:
         """None when the system can run, else why it cannot (shown in its column)."""

@@ -38,12 +38,15 @@ class LoadedModel:
     spec: ModelSpec
     device: object  # torch.device
     dtype: object  # torch.dtype
-    source: str  # where the base weights came from, for start-up logs
+    source: str  # where the base weights came from and how, for start-up logs
     load_seconds: float
     adapters: dict[str, str] = field(default_factory=dict)  # name -> where it came from
     packing: str | None = None  # base weights packed for fbgemm (packed.KINDS), None: not
     # adapters of the spec that did not load -> why (load_model(skip_failed_adapters=True))
     failed: dict[str, ModelLoadError] = field(default_factory=dict)
+    # what the base weights were read from (a path or a Hub id), the same on every start; the
+    # source also says how ("de-quantized into ..." on the first start, "cache ..." later)
+    weights: str = ""
 
     @property
     def dtype_name(self) -> str:
@@ -368,6 +371,18 @@ def load_model(spec: ModelSpec | None = None, *, skip_failed_adapters: bool = Fa
     log.info("Loaded %s on %s (%s) in %.1f s", source, device, what, seconds)
     for name, ref in adapters.items():
         log.info("Adapter %s from %s", name, ref)
+    ref, kwargs, _ = _resolve_base(spec)  # the cached path now, however it was made
+    weights = f"{ref}/{kwargs['gguf_file']}" if "gguf_file" in kwargs else ref
     return LoadedModel(
-        model, tokenizer, spec, device, dtype, source, seconds, adapters, packing, failed=failed
+        model,
+        tokenizer,
+        spec,
+        device,
+        dtype,
+        source,
+        seconds,
+        adapters,
+        packing,
+        failed=failed,
+        weights=weights,
     )

@@ -248,7 +248,9 @@ def test_rating_events_do_not_share_the_model_queue(engine, tmp_path, monkeypatc
     for name in ("rate_submit", "rate_page_load", "rate_open", "admin_panel", "admin_backup"):
         assert queued[name] == {False}, name
     # the last call sets the queue (Gradio itself calls queue() with no arguments first)
-    assert asked[-1] == {"default_concurrency_limit": app.settings.concurrency, "max_size": 32}
+    # api_open=False: queued events (the model calls) only through the queue (issue 29, N13)
+    want = {"default_concurrency_limit": app.settings.concurrency, "max_size": 32}
+    assert asked[-1] == want | {"api_open": False}
 
 
 def _saved_engine(tmp_path):

@@ -1,6 +1,7 @@
-"""Issue 22 point 5: long jobs do not block visitors. Input checks run at once, outside the
-model's queue; a study generates in the background, letting demo calls through between its
-items; an admin who comes back sees it generating, never "stopped ... resume"."""
+"""Issue 22 point 5: long jobs do not block visitors. Input checks run at once, when a call
+joins the queue (issue 29: in Gradio's validator of each model call); a study generates in
+the background, letting demo calls through between its items; an admin who comes back sees
+it generating, never "stopped ... resume"."""
 
 from __future__ import annotations
 
@@ -22,37 +23,31 @@ def engine():
     return tiny_engine()
 
 
-def test_input_checks_run_at_once_in_a_queue_group_of_their_own(engine, tmp_path):
+def test_input_checks_run_at_join_in_the_model_calls_validators(engine, tmp_path):
     app = make_app(tmp_path, engine)
     demo = build_demo(app)
     deps = {d._id: d for d in demo.fns.values()}
     for model_call in ("infill", "continue_", "search"):
         (dep,) = [d for d in deps.values() if d.name == model_call]
-        check = deps[dep.trigger_after]  # the model call runs only after its check passed
-        assert dep.trigger_only_on_success and check.name == f"{model_call.rstrip('_')}_check"
-        # in a queue group of their own with no limit: they never wait for the model, and
-        # their sentence is shown (off the queue Gradio's page showed no toast: tour m13)
-        assert check.queue is not False and check.concurrency_id == "checks"
-        assert check.concurrency_limit is None and check.show_progress == "hidden"
-        assert dep.concurrency_id == "model"
+        # Gradio runs the validator when the call joins the queue: its checks never wait for
+        # the model, and its sentence is said on the input (no "Error" pill: tour m13)
+        assert dep.validator.__name__ == f"{model_call.rstrip('_')}_admit"
+        assert dep.concurrency_id == "model" and dep.queue is not False
     (create,) = [d for d in deps.values() if d.name == "admin_create"]
     assert create.concurrency_id != "model"  # a study is not generated in the model's queue
     with engine.runner.lock:  # the model busy in another call: the checks do not wait for it
         done = []
-        worker = threading.Thread(target=lambda: done.append(_error(app.infill_check, "")))
+        worker = threading.Thread(target=lambda: done.append(_refused(app.infill_admit, "")))
         worker.start()
         worker.join(5)
         assert done == ["The text is empty."]
-        assert _error(app.continue_check, "  ") == "The prompt is empty."
-        assert _error(app.search_check, "") == "The query is empty."
+        assert _refused(app.continue_admit, "  ") == "The prompt is empty."
+        assert _refused(app.search_admit, "") == "The query is empty."
 
 
-def _error(fn, *args) -> str | None:
-    try:
-        fn(*args)
-    except gr.Error as e:
-        return e.message
-    return None
+def _refused(validator, *args) -> str | None:
+    bad = [v["message"] for v in validator(*args) if not v["is_valid"]]
+    return bad[0] if bad else None
 
 
 def _items(tmp_path, n: int) -> str:

@@ -65,6 +65,11 @@ def server(tmp_path_factory):
     env |= {"MAGNET_DATA_DIR": str(tmp / "data"), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     env |= {"OMP_NUM_THREADS": "1", "MAGNET_QUEUE_SIZE": "32"}  # the review's queue size
     env["MAGNET_SEARCH_WARMUP"] = "false"  # no default-corpus embedding beside the load
+    # the quota counts at join (issue 29): raised, so that the flood fills the queue itself
+    env |= {
+        "MAGNET_DEMO_CALLS_PER_MINUTE": "100000",
+        "MAGNET_DEMO_CALLS_PER_MINUTE_TOTAL": "100000",
+    }
     env.pop("MAGNET_ADMIN_PASSWORD", None)
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
@@ -116,7 +121,9 @@ def _demo_caller(url: str, fn: int, deadline: float, tally: Counter, lock: threa
             except httpx.HTTPError:
                 outcome = "connection error"
             else:
-                if r.status_code != 200:
+                if r.status_code == 422 and "Too many demo" in r.text:
+                    outcome = "refused by the quota"  # counted at join (issue 29)
+                elif r.status_code != 200:
                     outcome = f"join refused ({r.status_code})"
                 else:
                     outcome = _result(http, url, session)

@@ -179,12 +179,11 @@ def test_end_to_end_in_chromium(served, page):
     from playwright.sync_api import expect
 
     page.goto(served["url"])
-    # An input check's sentence reaches the visitor as a toast (off the queue Gradio showed
-    # none), and leaves no bare "Error" pill on the columns.
+    # An input check's sentence is said on the text box when the call joins the queue (the
+    # model call's validator, issue 29), and leaves no bare "Error" pill on the columns.
     page.locator("#infill-run").click()
-    expect(page.locator(".toast-body").first).to_contain_text("The text is empty.")
+    expect(page.locator("#infill-text")).to_contain_text("The text is empty.")
     assert page.locator(".infill-col").get_by_text("Error", exact=True).count() == 0
-    page.locator(".toast-close").first.click()
     # Infill: three outputs side by side; markup typed by the visitor stays text.
     text = page.locator("#infill-text textarea")
     text.fill("<b>bold</b> the cat ")
@@ -200,6 +199,15 @@ def test_end_to_end_in_chromium(served, page):
         expect(cols.nth(i)).to_contain_text("<b>bold</b> the cat")
     assert page.locator(".infill-col b:text('bold')").count() == 0  # not rendered as HTML
     _shot(page, "infill")
+    # Refused over earlier fills (tour 4, n1): the sentence at once, no "Error" pill left on
+    # the fills; the text box is cleared of it once the visitor types.
+    for bad, why in [("[blank] [blank]", "only blanks"), (" a [blank]" * 9, "9 blanks")]:
+        text.fill(bad)
+        page.locator("#infill-run").click()
+        expect(page.locator("#infill-text")).to_contain_text(why, timeout=5000)
+        assert cols.get_by_text("Error", exact=True).count() == 0
+    _shot(page, "infill-refused")
+    text.fill("<b>bold</b> the cat [blank] on the mat .")
     # Blind: a vote without a choice is said in the note (no "Error" pill over it); after the
     # vote each column carries its system's name.
     page.get_by_label("Compare blind (vote before the names are shown)").check()

@@ -214,7 +214,10 @@ class EngineEncoder(Encoder):
         ref = engine.loaded.adapters.get(self.adapter, "")
         stamp = _file_stamp(ref)
         numbers = f"{engine.runner.dtype}|{getattr(engine.loaded, 'packing', None) or ''}"
-        self.key = f"{engine.loaded.source}|{self.adapter}|{stamp}|{numbers}"
+        # the weights, not the source's description: that says "de-quantized into ..." on the
+        # first start and "cache ..." later, and the first start's vectors were never reused
+        base = getattr(engine.loaded, "weights", "") or engine.loaded.source
+        self.key = f"{base}|{self.adapter}|{stamp}|{numbers}"
 
     def encode(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         return self.engine.embed_sentences(list(texts), adapter=self.adapter, batch_size=batch_size)
