@@ -319,11 +319,13 @@ def test_end_to_end_in_chromium(served, page):
     page.get_by_label("Rater names, one per line").fill("Invited in the browser")
     page.get_by_role("button", name="Create invite links for 'e2e'").click()
     expect(page.locator("#admin-invite-msg")).to_contain_text("1 invite link for the study e2e")
-    link = page.get_by_text("/rate?token=").first.inner_text().strip()
+    page.get_by_text("/rate?token=").first.wait_for(state="attached")
+    link = re.search(r"https?://[^\s\"'<>]+/rate\?token=[\w-]+", page.content()).group(0)
     _shot(page, "admin-invited")
-    rater = page.context.new_page()
+    rater = page.context.browser.new_page()  # a page of its own (no admin cookie)
     rater.goto(link)  # the link made opens the study's rater page
-    expect(rater.get_by_text("rater: Invited in the browser")).to_be_visible(timeout=TIMEOUT_MS)
+    study_box = rater.get_by_label("Study and instructions")
+    expect(study_box).to_have_value(re.compile("rater: Invited in the browser"), timeout=TIMEOUT_MS)
     rater.close()
     page.get_by_role("button", name="Results", exact=True).click()  # study e2e: one vote
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")

@@ -152,8 +152,9 @@ def test_markdown_shows_the_json_side_by_side(tiny_run):
     assert sts[5] == "n/a" and sts[6] == f"{spearman['magnet@mean']['spearman']:.2f}"
     assert sts[7] == "magnet >= 75"
     assert sts[8].rstrip(" |") == ("yes" if spearman["magnet"]["spearman"] >= 75 else "no")
-    assert "ghost (infill, sts, retrieval, probe, repetition, knowledge): adapter not loaded" in md
-    assert "magnet@mean (infill, probe, repetition, knowledge): a pooling variant" in md
+    tasks = "infill, units, sts, retrieval, probe, repetition, knowledge"
+    assert f"ghost ({tasks}): adapter not loaded" in md
+    assert "magnet@mean (infill, units, probe, repetition, knowledge): a pooling variant" in md
     mrr = next(line for line in md.splitlines() if "| MRR |" in line).split(" | ")
     got = report["tasks"]["retrieval"]["systems"]
     assert mrr[2:5] == [f"{got[s]['mrr']:.3f}" for s in ("base", "llm2vec", "magnet")]

@@ -141,12 +141,14 @@ def test_study_outputs_are_one_gpu_call_per_item(zero_app, standin, moves):
     assert moves == [("cuda", True)] * 3
 
 
-def test_an_input_error_inside_the_call_reaches_the_visitor_as_one_sentence(zero_app, standin):
+def test_an_input_error_reaches_the_visitor_as_one_sentence_before_any_gpu_call(zero_app, standin):
+    """Too many blanks is refused by the input check before the GPU call (no ZeroGPU quota
+    spent), in one sentence, never as a worker error."""
     too_many = "the cat " + " and ".join(["[blank]"] * 9) + " ."
     with pytest.raises(gr.Error) as info:
         zero_app.infill(too_many, max_span=4)
     assert "ZeroGPU worker error" not in info.value.message
-    assert "blank" in info.value.message and len(standin.calls) == 1
+    assert "blank" in info.value.message and len(standin.calls) == 0
 
 
 def test_off_zerogpu_the_model_stays_where_it_was_loaded(tmp_path, engine, standin, moves):
