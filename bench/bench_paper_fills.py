@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     engine = Engine.from_spec(ModelSpec.from_args(args))
     items = sentence_items(args.n, 0)
-    tokens = [len(engine.runner.encode(it.text.replace("[blank]", it.spans[0]))) for it in items]
+    tokens = [len(engine.runner.encode(it.text.replace("[blank]", it.original[0]))) for it in items]
     report = {
         "command": " ".join(["python", "bench/bench_paper_fills.py", *(argv or sys.argv[1:])]),
         "items": len(items),
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             "end_reasons": dict(Counter(f.end_reason for f in fills)),
             "seconds": round(time.perf_counter() - t0, 1),
             "examples": [
-                {"truth": it.spans[0], "fill": t} for it, t in zip(items, texts, strict=True)
+                {"truth": it.original[0], "fill": t} for it, t in zip(items, texts, strict=True)
             ][: args.show],
         }
         print(f"{name}: {one} of {len(items)} fills are one complete sentence", flush=True)
