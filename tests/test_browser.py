@@ -75,7 +75,10 @@ def _study(db: Path) -> str:
             OutputIn("i1", "magnet", "the cat sat on the mat .", ["sat"]),
             OutputIn("i1", "zero-shot", "the cat ran on the mat .", ["ran"]),
         ]
-        store.create_study("e2e", [item], outs, questions=["appropriate", "preference"])
+        # Room for every rater the tests invite: Browser, Phone, the admin's invite, Second rater.
+        store.create_study(
+            "e2e", [item], outs, questions=["appropriate", "preference"], raters_per_item=6
+        )
         return store.invite("e2e", "Browser rater").token, store.invite("e2e", "Phone rater").token
 
 
