@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(RuntimeError):  # fixed already if parallel work ran before
         torch.set_num_interop_threads(1)  # a step has no parallel branches to run side by side
     from magnet_model.settings import ModelSpec
-    from magnet_model.training import train
+    from magnet_model.training import loop, train
 
     defaults = train.TrainConfig(output="")
     batch = args.batch_size or (2 if args.quick else defaults.batch_size)
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(cfg.seed)
 
     results = []
-    with Recorder(train) as rec:
+    with Recorder(loop) as rec:  # where train_step finds its collate functions
         for name, objectives, stage in CASES:
             case_cfg = cfg
             if objectives is not None:

@@ -134,3 +134,15 @@ def test_the_documented_example_config_is_valid(tmp_path):
     from magnet_model.evaluation.evaluate import build_parser as eval_parser
 
     eval_parser().parse_args([*cfg.evaluate, *cfg.model])
+
+
+def test_configurations_are_dealt_out_to_the_devices_in_turn():
+    from magnet_model.training.sweep import assign_devices
+
+    got = assign_devices(["a", "b", "c"], "cuda:0, cuda:1")
+    assert got == {"a": "cuda:0", "b": "cuda:1", "c": "cuda:0"}
+    assert assign_devices(["a", "b"], "cpu") == {"a": "cpu", "b": "cpu"}
+    with pytest.raises(ConfigError, match="not 'gpu1'"):
+        assign_devices(["a"], "cuda:0,gpu1")
+    with pytest.raises(ConfigError, match="empty"):
+        assign_devices(["a"], " , ")

@@ -20,7 +20,7 @@ from magnet_model.errors import ConfigError
 from magnet_model.masks import MODES
 from magnet_model.pooling import POOLINGS
 from magnet_model.tokens import choose_token_roles
-from magnet_model.training import train
+from magnet_model.training import loop, train
 from magnet_model.training.train import (
     SSCL_POSITIVES,
     Example,
@@ -287,13 +287,13 @@ def test_default_corpus_adds_vital_extracts_and_description_positives(base_dir, 
 
 def test_description_positives_reach_the_sscl_batch(base_dir, tmp_path, monkeypatch):
     seen = []
-    real = train.collate_sentences
+    real = loop.collate_sentences
 
     def spy(texts, positives, *rest):
         seen.append((texts, positives))
         return real(texts, positives, *rest)
 
-    monkeypatch.setattr(train, "collate_sentences", spy)
+    monkeypatch.setattr(loop, "collate_sentences", spy)
     tok = make_tiny_tokenizer()
     queries = {
         tuple(tok(a.query, add_special_tokens=False).input_ids[:12])

@@ -81,8 +81,9 @@ def base_model_of(adapter: Path, base: str | None = None) -> str:
     return base or recorded or "unknown"
 
 
-def count_tokens(cfg: TrainConfig, steps: int, tokenizer) -> TokensSeen:
-    """Replay the trainer's sampler: the same texts, in the same order, for `steps` steps."""
+def count_tokens(cfg: TrainConfig, steps: int, tokenizer, world: int = 1) -> TokensSeen:
+    """Replay the trainer's sampler: the same texts, in the same order, for `steps` steps
+    (world: the number of training processes, each with --batch-size texts a micro-batch)."""
     examples = load_corpus(cfg, tokenizer)
     sampler = Sampler(len(examples), cfg.seed)
     sscl_len = cfg.sscl_max_length or cfg.max_length
@@ -91,7 +92,8 @@ def count_tokens(cfg: TrainConfig, steps: int, tokenizer) -> TokensSeen:
         objectives = cfg.objectives_of(cfg.stage_of(step))
         for micro in range(cfg.grad_accum):
             batch = [
-                examples[i] for i in sampler.indices(step * cfg.grad_accum + micro, cfg.batch_size)
+                examples[i]
+                for i in sampler.indices(step * cfg.grad_accum + micro, cfg.batch_size * world)
             ]
             if any(o in TOKEN_OBJECTIVES for o in objectives):
                 token_views += sum(len(e.ids) for e in batch)
@@ -156,7 +158,8 @@ def render_card(
     cfg = train_config(t)
     log = read_log(adapter)
     steps = int(t.get("steps_done", len(log)))
-    seen = count_tokens(cfg, steps, tokenizer)
+    world = int(t.get("world_size", 1))
+    seen = count_tokens(cfg, steps, tokenizer, world)
     wall = sum(r.get("seconds", 0.0) for r in log)
     plots = plot_losses(log, adapter)
     stage1 = min(steps, cfg.stage1_steps)
@@ -185,7 +188,12 @@ def render_card(
         (
             "steps",
             f"{steps} of {cfg.total_steps} planned ({stage1} in stage 1, {stage2} in stage 2); "
-            f"batch {cfg.batch_size} x {cfg.grad_accum} accumulation",
+            f"batch {cfg.batch_size} x {cfg.grad_accum} accumulation"
+            + (
+                f" x {world} processes (global batch {cfg.batch_size * cfg.grad_accum * world})"
+                if world > 1
+                else ""
+            ),
         ),
         (
             "tokens seen",

@@ -5,11 +5,13 @@ the head maps each position to the whole vocabulary (49k for SmolLM2), so we app
 the positions that carry a label. Embeddings (SSCL) never touch it.
 
     MNTP, MSG:  cross-entropy of head(h[i]) against label[i], over labelled positions only
+                (kept as sum and count, so that ranks can share one denominator)
     SSCL:       z = pool(h), InfoNCE(z_x, z_x+) = CE(cos(z_x, z_x+) / tau, diagonal)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -50,43 +52,48 @@ def encode(
     return out.last_hidden_state
 
 
-def token_loss(hidden: torch.Tensor, labels: torch.Tensor, head) -> torch.Tensor | None:
-    """Mean cross-entropy over labelled positions; the head sees only those positions."""
+def token_terms(
+    hidden: torch.Tensor, labels: torch.Tensor, head, token: int | None = None, weight: float = 1.0
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Cross-entropy over labelled positions as (sum, count) pairs, so that the trainer can
+    divide by the count of a whole global batch: "loss" (the target `token`, if given, counting
+    `weight` times) and, with `token`, "end" (that target's own NLL). The head sees only
+    labelled positions. Empty when nothing is labelled."""
     selected = labels != IGNORE
     if not selected.any():
-        return None
-    logits = head(hidden[selected]).float()
-    return F.cross_entropy(logits, labels[selected])
-
-
-def weighted_token_loss(
-    hidden: torch.Tensor, labels: torch.Tensor, head, token: int, weight: float
-) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """Cross-entropy over labelled positions where the target `token` counts `weight` times
-    (weighted mean), and the plain mean over those positions alone (None if there are none)."""
-    selected = labels != IGNORE
-    if not selected.any():
-        return None
+        return {}
     target = labels[selected]
     ce = F.cross_entropy(head(hidden[selected]).float(), target, reduction="none")
+    if token is None:
+        return {"loss": (ce.sum(), ce.new_tensor(float(ce.numel())))}
     is_token = target == token
     w = torch.where(is_token, torch.full_like(ce, weight), torch.ones_like(ce))
-    alone = ce[is_token].mean() if is_token.any() else None
-    return (ce * w).sum() / w.sum(), alone
+    out = {"loss": ((ce * w).sum(), w.sum().detach())}
+    if is_token.any():
+        out["end"] = (ce[is_token].sum().detach(), is_token.sum().to(ce.dtype))
+    return out
 
 
-def masked_view_losses(
+def token_loss(hidden: torch.Tensor, labels: torch.Tensor, head) -> torch.Tensor | None:
+    """Mean cross-entropy over labelled positions; the head sees only those positions."""
+    terms = token_terms(hidden, labels, head)
+    return terms["loss"][0] / terms["loss"][1] if terms else None
+
+
+def masked_view_terms(
     model,
     batch: MaskedBatch,
     mode: str = "hybrid",
     mask_dtype: torch.dtype | None = None,
     end_token: int | None = None,
     end_weight: float = 1.0,
-) -> dict[str, torch.Tensor]:
-    """MNTP and MSG from ONE forward of x_m; a loss is absent when its labels are empty.
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """MNTP and MSG from ONE forward of x_m, as (sum over labelled tokens, their count or
+    weight) pairs; a loss is absent when its labels are empty. The mean is sum / count; the
+    trainer sums both over ranks (distributed.py) before dividing.
 
     With end_token, MSG weighs that target (<span_end>) end_weight times, and "msg_end" (its
-    own mean NLL, for the log: how well the model knows where spans end) is added."""
+    own NLL, for the log: how well the model knows where spans end) is added, detached."""
     hidden = encode(
         model,
         batch.input_ids,
@@ -97,29 +104,50 @@ def masked_view_losses(
         mask_dtype=mask_dtype,
     )
     _, head = decoder_parts(model)
-    losses = {}
-    loss = token_loss(hidden, batch.mntp_labels, head)
-    if loss is not None:
-        losses["mntp"] = loss
-    if end_token is None:
-        loss = token_loss(hidden, batch.msg_labels, head)
-        if loss is not None:
-            losses["msg"] = loss
-        return losses
-    out = weighted_token_loss(hidden, batch.msg_labels, head, end_token, end_weight)
-    if out is not None:
-        losses["msg"] = out[0]
-        if out[1] is not None:
-            losses["msg_end"] = out[1].detach()
-    return losses
+    terms = {}
+    mntp = token_terms(hidden, batch.mntp_labels, head)
+    if mntp:
+        terms["mntp"] = mntp["loss"]
+    msg = token_terms(hidden, batch.msg_labels, head, end_token, end_weight)
+    if msg:
+        terms["msg"] = msg["loss"]
+        if "end" in msg:
+            terms["msg_end"] = msg["end"]
+    return terms
 
 
-def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
-    """SimCSE's loss: each x must pick its own x+ among the batch's positives."""
+def masked_view_losses(
+    model,
+    batch: MaskedBatch,
+    mode: str = "hybrid",
+    mask_dtype: torch.dtype | None = None,
+    end_token: int | None = None,
+    end_weight: float = 1.0,
+) -> dict[str, torch.Tensor]:
+    """MNTP and MSG means from ONE forward of x_m (masked_view_terms, each sum / count); a
+    loss is absent when its labels are empty. With end_token, MSG weighs <span_end>
+    end_weight times and "msg_end" (its own mean NLL, detached) is added."""
+    terms = masked_view_terms(model, batch, mode, mask_dtype, end_token, end_weight)
+    return {k: total / count for k, (total, count) in terms.items()}
+
+
+def info_nce(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    temperature: float = 0.05,
+    gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    offset: int = 0,
+) -> torch.Tensor:
+    """SimCSE's loss: each x must pick its own x+ among the batch's positives.
+
+    gather: the positives of every rank, in rank order (distributed.Ranks.gather_rows), whose
+    rows `offset` .. `offset` + len(z1) are this rank's own z2: the negatives then span the
+    global batch, as one process's batch of them all would."""
     z1 = F.normalize(z1.float(), dim=-1)
     z2 = F.normalize(z2.float(), dim=-1)
-    logits = z1 @ z2.T / temperature
-    return F.cross_entropy(logits, torch.arange(z1.shape[0], device=z1.device))
+    candidates = z2 if gather is None else gather(z2)
+    logits = z1 @ candidates.T / temperature
+    return F.cross_entropy(logits, offset + torch.arange(z1.shape[0], device=z1.device))
 
 
 def sscl_loss(
@@ -129,8 +157,11 @@ def sscl_loss(
     pooling: str = "last",
     temperature: float = 0.05,
     mask_dtype: torch.dtype | None = None,
+    gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    offset: int = 0,
 ) -> torch.Tensor:
-    """InfoNCE between the first and second half of the batch (x rows, then x+ rows).
+    """InfoNCE between the first and second half of the batch (x rows, then x+ rows); gather
+    and offset: the negatives of every rank (info_nce).
 
     For SimCSE positives (x+ = x) run this under `attention_dropout(model, p)` and keep that
     context open through backward (gradient checkpointing recomputes the forward there).
@@ -138,7 +169,7 @@ def sscl_loss(
     hidden = encode(model, batch.input_ids, batch.attention_mask, mode, mask_dtype=mask_dtype)
     z = pool(hidden, batch.pool_mask, pooling)
     half = z.shape[0] // 2
-    return info_nce(z[:half], z[half:], temperature)
+    return info_nce(z[:half], z[half:], temperature, gather, offset)
 
 
 @contextmanager

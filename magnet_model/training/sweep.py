@@ -225,15 +225,39 @@ class Probe:
     startup_s: float  # process wall time not spent in steps (imports, model, corpus, saving)
 
 
-def probe(cfg: SweepConfig, device: str, root: Path) -> dict[str, Probe]:
-    """A few steps of each configuration, all at once; name -> Probe. Fails on a failed run."""
+def assign_devices(names, device: str) -> dict[str, str]:
+    """Configuration name -> its device: `device` is one device or a comma list of them
+    (cuda:0,cuda:1), dealt out to the configurations in turn; configurations that share a
+    device train side by side on it."""
+    devices = [d.strip() for d in device.split(",") if d.strip()]
+    for dev in devices:
+        if not (dev in ("cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d+", dev)):
+            raise ConfigError(
+                f"--device takes cpu, cuda, cuda:N or mps (or a comma list), not {dev!r}."
+            )
+    if not devices:
+        raise ConfigError("--device is empty.")
+    return {name: devices[i % len(devices)] for i, name in enumerate(names)}
+
+
+def probe(cfg: SweepConfig, where: dict[str, str], root: Path) -> dict[str, Probe]:
+    """A few steps of each configuration, all at once, each on its device (assign_devices);
+    name -> Probe. Fails on a failed run."""
     p = cfg.probe_steps
     s1 = 0 if cfg.stage2_share == 1 else p
     s2 = 0 if cfg.stage2_share == 0 else p
     procs, t0 = {}, time.monotonic()
     for name, flags in cfg.configs.items():
-        args = [*cfg.model, *cfg.train, *flags, "--output", str(root / name), "--device", device]
-        args += ["--stage1-steps", str(s1), "--stage2-steps", str(s2), "--no-progress"]
+        args = [*cfg.model, *cfg.train, *flags, "--output", str(root / name)]
+        args += [
+            "--device",
+            where[name],
+            "--stage1-steps",
+            str(s1),
+            "--stage2-steps",
+            str(s2),
+            "--no-progress",
+        ]
         args += ["--save-every", "1000000", "--overwrite"]
         procs[name] = _start(
             "magnet_model.training.train", args, root / f"{name}.log", len(cfg.configs)
@@ -315,8 +339,9 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
     budget = 60 * minutes
     output.mkdir(parents=True, exist_ok=True)
     k = len(cfg.configs)
+    where = assign_devices(cfg.configs, device)
     print(f"sweep: {k} configs, {budget:.0f}s budget, device {device}", file=sys.stderr)
-    probes = probe(cfg, device, output / "probe")
+    probes = probe(cfg, where, output / "probe")
     spent = time.monotonic() - t_start
     train_s = budget * (1 - cfg.eval_share) - spent
     steps = plan_steps(probes, train_s)
@@ -342,7 +367,7 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
     for name, flags in cfg.configs.items():
         a, b = plan[name]
         args = [*cfg.model, *cfg.train, *flags, "--output", str(output / name)]
-        args += ["--device", device, "--stage1-steps", str(a), "--stage2-steps", str(b)]
+        args += ["--device", where[name], "--stage1-steps", str(a), "--stage2-steps", str(b)]
         args += ["--max-minutes", f"{minutes_cap:.3f}", "--no-progress", "--overwrite"]
         procs[name] = _start(
             "magnet_model.training.train", args, output / "logs" / f"{name}.train.log", k
@@ -361,7 +386,7 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
             continue
         systems = ",".join(dict.fromkeys([*cfg.systems, name]))
         args = [*cfg.model, *cfg.evaluate, "--adapters", f"{name}={output / name}"]
-        args += ["--systems", systems, "--device", device, "--no-progress"]
+        args += ["--systems", systems, "--device", where[name], "--no-progress"]
         args += ["--output", str(output / name / "eval")]
         evals[name] = _start(
             "magnet_model.evaluation.evaluate",
@@ -387,6 +412,7 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
             {
                 "name": name,
                 "adapter": str(output / name),
+                "device": where[name],
                 "steps": len(log_rows),
                 "planned_steps": sum(plan[name]),
                 "train_seconds": round(sum(r["seconds"] for r in log_rows), 1),
@@ -429,7 +455,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("config", help="JSON file: configs, shared trainer / evaluator flags")
     p.add_argument("--minutes", type=float, required=True, help="time budget, all steps included")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (trainer and evaluator)")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu, cuda or cuda:N (trainer and evaluator), or a comma list (cuda:0,cuda:1): "
+        "the configurations are dealt out to the devices in turn",
+    )
     p.add_argument("--output", default="artifacts/sweep", help="adapters, logs and the table")
     return p
 
@@ -440,8 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.minutes > 0:
             raise ConfigError(f"--minutes must be above 0, not {args.minutes}.")
         dev = args.device
-        if not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:") or dev == "mps"):
-            raise ConfigError(f"--device must be cpu, cuda, cuda:N or mps, not {dev!r}.")
+        assign_devices([], dev)  # refuses a wrong name before anything starts
         output = Path(args.output).expanduser()
         if output.exists() and not output.is_dir():
             raise ConfigError(f"--output {output} is a file; give a directory.")

@@ -1,0 +1,52 @@
+"""TrainingRun: everything a training step needs, built once (loop.build_run)."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+
+from ..role_rows import RoleRows
+from ..tokens import TokenRoles
+from .config import TrainConfig
+from .corpus import Example, Sampler
+from .distributed import Ranks
+from .views import ViewConfig
+
+
+@dataclass
+class TrainingRun:
+    """Everything a step needs, built once."""
+
+    cfg: TrainConfig
+    model: object
+    roles: TokenRoles
+    bos: int | None
+    examples: list[Example]
+    sampler: Sampler
+    vocab: list[int]
+    instruction_ids: list[int]
+    view: ViewConfig
+    device: torch.device
+    autocast_dtype: torch.dtype | None  # bf16 on CUDA, else None
+    word_starts: list[bool] | None = None  # tokens.word_start_table: where spans may begin
+    role_rows: RoleRows | None = None  # trained role-token rows (--train-role-rows)
+    ranks: Ranks = field(default_factory=Ranks)  # this process among the training processes
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        """What the optimizer trains: the LoRA weights, and the role rows if any."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return params + (list(self.role_rows.parameters()) if self.role_rows else [])
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    @property
+    def mask_dtype(self) -> torch.dtype:
+        if self.autocast_dtype is not None:
+            return self.autocast_dtype
+        return next(self.model.parameters()).dtype
