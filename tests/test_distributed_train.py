@@ -103,8 +103,17 @@ def flags(setup, out: Path, batch: int, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def launch(setup, out: Path, batch: int, *extra: str, procs: int = 2, audit: Path | None = None):
-    """The trainer as torchrun starts it (procs ranks), or as a plain command (procs 0)."""
+def launch(
+    setup,
+    out: Path,
+    batch: int,
+    *extra: str,
+    procs: int = 2,
+    audit: Path | None = None,
+    launcher: str = "torchrun",
+):
+    """The trainer as torchrun (or accelerate launch) starts it, procs ranks, or as a plain
+    command (procs 0)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(setup["hook"]), str(ROOT)]))
     env.pop("WORLD_SIZE", None)
     env["OMP_NUM_THREADS"] = "1"  # torchrun's choice for its ranks; the plain command's too
@@ -112,9 +121,13 @@ def launch(setup, out: Path, batch: int, *extra: str, procs: int = 2, audit: Pat
         audit.mkdir(parents=True, exist_ok=True)
         env.update(AUDIT_ROOT=str(out.resolve()), AUDIT_OUT=str(audit))
     train = ["-m", "magnet_model.training.train", *flags(setup, out, batch, *extra)]
-    if procs:
-        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}"]
-        cmd = [sys.executable, *launcher, *train]
+    if launcher == "accelerate":  # its multi-process launcher (on a CPU: --multi_gpu)
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+               f"--num_processes={procs}", "--num_machines=1", "--mixed_precision=no",
+               "--dynamo_backend=no", *train]  # fmt: skip
+    elif procs:
+        torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}"]
+        cmd = [sys.executable, *torchrun, *train]
     else:
         cmd = [sys.executable, *train]
     return subprocess.Popen(
@@ -214,3 +227,49 @@ def test_resuming_with_another_global_batch_is_refused(setup, two_ranks, tmp_pat
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 2, output[-3000:]
     assert "global batch (batch_size 2 x 2 ranks, now 2 x 1)" in output
+
+
+def test_two_ranks_checkpoint_resumes_as_one_process_with_the_same_global_batch(
+    setup, two_ranks, tmp_path
+):
+    import shutil
+
+    out = tmp_path / "as-one"
+    shutil.copytree(two_ranks[0], out)
+    for later in sorted((out / "checkpoints").glob("step-*"))[1:]:
+        shutil.rmtree(later)  # back to the first checkpoint, step 3
+    finish(launch(setup, out, 4, "--resume", "--max-steps", "20", procs=0))
+    got = log_of(out)
+    assert [r["step"] for r in got] == list(range(1, 21))
+    assert_same_curve(got, log_of(two_ranks[0]), 20)
+
+
+def test_fsdp_shards_the_base_and_computes_the_same_losses(setup, two_ranks):
+    out = setup["root"] / "fsdp"
+    output = finish(launch(setup, out, 2, "--fsdp", "--max-steps", "5"))
+    assert "FSDP: " in output and "parameters sharded over 2 ranks" in output
+    assert_same_curve(log_of(out), log_of(two_ranks[0]), 5)
+    meta = json.loads((out / "magnet_config.json").read_text())["training"]
+    assert meta["fsdp"] is True and meta["world_size"] == 2
+    from safetensors.torch import load_file
+
+    saved = load_file(str(out / "adapter_model.safetensors"))
+    whole = load_file(
+        str(two_ranks[0] / "checkpoints" / "step-0000006" / "adapter_model.safetensors")
+    )
+    assert saved.keys() == whole.keys()  # the whole adapter, not a shard of it
+    assert all(saved[k].shape == whole[k].shape for k in saved)
+
+
+def test_fsdp_on_one_process_is_refused(setup, tmp_path):
+    proc = launch(setup, tmp_path / "x", 2, "--fsdp", procs=0)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "--fsdp shards the base over the training processes" in output
+
+
+def test_accelerate_launch_runs_the_same_ranks(setup, two_ranks):
+    out = setup["root"] / "accelerate"
+    finish(launch(setup, out, 2, "--max-steps", "3", launcher="accelerate"))
+    assert_same_curve(log_of(out), log_of(two_ranks[0]), 3)
+    meta = json.loads((out / "magnet_config.json").read_text())["training"]
+    assert meta["world_size"] == 2

@@ -169,6 +169,12 @@ class TrainConfig:
     )
     overwrite: bool = _flag("discard OUTPUT's checkpoints", False)
     gradient_checkpointing: bool = _flag("recompute activations in backward (less memory)", False)
+    fsdp: bool = _flag(
+        "shard the base's decoder-layer weights over the ranks (torch FSDP2 fully_shard; the "
+        "LoRA weights and role rows stay whole on every rank): for a base that does not fit "
+        "on one device; needs 2+ processes (torchrun / accelerate launch)",
+        False,
+    )
     bf16: bool = _flag("bf16 autocast on CUDA (ignored on CPU); --no-bf16 turns it off", True)
     progress: bool = _flag("progress bar; --no-progress hides it", True)
 
@@ -324,6 +330,11 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         ) from None
     if not 0 <= cfg.sscl_dropout < 1 or not 0 < cfg.mntp_prob < 1:
         raise ConfigError("--sscl-dropout must be in [0, 1) and --mntp-prob in (0, 1).")
+    if cfg.fsdp and world < 2:
+        raise ConfigError(
+            "--fsdp shards the base over the training processes, and this is one: launch it "
+            "with torchrun --nproc-per-node N (or accelerate launch --num_processes N), N >= 2."
+        )
     if cfg.max_steps is not None and cfg.max_steps < 1:
         raise ConfigError("--max-steps must be at least 1.")
 

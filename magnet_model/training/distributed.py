@@ -21,6 +21,14 @@ peft model, and the SSCL forward leaves them unused; DDP's reducer would need
 find_unused_parameters and leaves globally unused parameters unreduced. Summing the few LoRA
 gradients once per step is exact and simple; it gives up DDP's overlap of communication with
 backward, which matters little for adapters of a few MB.
+
+--fsdp (a base that does not fit on one device) shards the frozen weights of every decoder
+layer with torch's FSDP2 (`fully_shard`) and leaves the LoRA weights out of it
+(`ignored_params`): the base is what is large, and the adapter, whole on every rank, is then
+reduced, clipped, saved and resumed exactly as without sharding. Calling the inner decoder
+directly works with it because FSDP2 gathers a layer's weights in that layer's own forward
+hook; Accelerate's FSDP would shard the wrapped model's root too, whose hooks that call
+skips, so it is not used here.
 """
 
 from __future__ import annotations
@@ -95,6 +103,35 @@ class Ranks:
         with torch.no_grad():
             for p in params:
                 torch.distributed.broadcast(p.data, src=0)
+
+    def shard(self, model, layers) -> tuple[int, int]:
+        """FSDP2: shard each of `layers`' frozen weights over the ranks (dim 0, the shards on
+        this rank's device; a layer's weights are gathered for its forward and backward and
+        freed after), keeping the trained parameters (LoRA) whole and plain on every rank, so
+        that they are reduced, clipped, saved and resumed as without sharding; then move what
+        stays whole (embeddings, head, norms, LoRA, buffers) to this rank's device. Returns
+        (parameters sharded, all parameters)."""
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor import DTensor
+
+        mesh = init_device_mesh(self.device.type, (self.world,))
+        for layer in layers:
+            trained = {p for p in layer.parameters() if p.requires_grad}
+            fully_shard(layer, mesh=mesh, ignored_params=trained)
+        sharded = total = 0
+        with torch.no_grad():
+            for p in model.parameters():
+                total += p.numel()
+                if isinstance(p, DTensor):
+                    sharded += p.numel()
+                elif p.device != self.device:
+                    p.data = p.data.to(self.device)
+            for module in model.modules():
+                for name, buf in module.named_buffers(recurse=False):
+                    if buf is not None and buf.device != self.device:
+                        setattr(module, name, buf.to(self.device))
+        return sharded, total
 
     def agree(self, flag: bool) -> bool:
         """Rank 0's decision, on every rank (e.g. "the time is up")."""

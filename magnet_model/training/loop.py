@@ -234,7 +234,16 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
 
     ranks = ranks or Ranks()
     if ranks.distributed:  # each rank on the device its launcher gave it
-        spec = replace(spec, device=str(ranks.device))
+        # --fsdp: the whole base in CPU memory first; each rank then keeps its shard
+        spec = replace(spec, device="cpu" if cfg.fsdp else str(ranks.device))
+    if cfg.fsdp:
+        from ..loading import resolve_packing
+
+        if resolve_packing(spec) is not None:
+            raise ConfigError(
+                "--fsdp shards plain weight tensors, not packed ones: give --dtype float32 "
+                "(or bfloat16)."
+            )
     model, tokenizer, source = load_base(spec)
     device, _ = resolve_device(spec)
     roles = choose_token_roles(tokenizer, model)  # rows of their own (tokens.py)
@@ -253,8 +262,16 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
             _load_role_rows(role_rows, Path(cfg.init_adapter), strict=False)
     params = [p for p in model.parameters() if p.requires_grad]
     ranks.broadcast_params(params + (list(role_rows.parameters()) if role_rows else []))
+    sharded = ""
+    if cfg.fsdp:
+        device = ranks.device
+        if role_rows is not None:
+            role_rows.to(device)
+        done, total = ranks.shard(model, model.get_base_model().get_decoder().layers)
+        sharded = f"; FSDP: {done:,} of {total:,} parameters sharded over {ranks.world} ranks"
     if ranks.main:
         where = f"device {device}" if not ranks.distributed else f"{ranks.world} ranks on {device}"
+        where += sharded
         print(
             f"base: {source}; {len(examples)} training texts; {where}; roles "
             f"{roles.to_dict()}; role rows {'trained' if role_rows else 'frozen'}",

@@ -4,12 +4,21 @@
     python -m magnet_model.training.train --output adapters/llm2vec --attention bidirectional \\
         --objectives mntp,sscl --stage2-objectives sscl                          # LLM2Vec-style
 
+    torchrun --nproc-per-node 4 -m magnet_model.training.train --output adapters/magnet \\
+        --device cuda --batch-size 8                       # 4 ranks: global batch 32
+
 Stage 1 trains MNTP + MSG (teaches the model to use the future context), stage 2 adds SSCL.
 Each optimizer step: x_m -> MNTP + MSG in one forward (backward), then the sentence pairs ->
 SSCL in a second forward with attention dropout (backward); gradients add up.
 
 Output: a standard PEFT adapter directory + magnet_config.json (adapter_meta) + train_log.jsonl
-(one line per step: the losses), and checkpoints/step-N/ for --resume.
+(one line per step: the losses), and checkpoints/step-N/ for --resume. Under torchrun or
+`accelerate launch` each rank trains its slice of every global micro-batch and rank 0 alone
+writes (distributed.py).
+
+The parts, one idea a file: config.py (TrainConfig, its checks, the command line), corpus.py
+(the texts and the Sampler), run.py (TrainingRun), loop.py (the model, one step, the run),
+checkpoints.py (save and resume), distributed.py (the ranks).
 """
 
 from __future__ import annotations
@@ -80,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = ModelSpec.from_args(args)
         out = train(cfg, spec)
     except MagnetError as e:
-        print(f"error: {e}", file=sys.stderr)
+        rank = f"rank {os.environ.get('RANK', '0')}: " if launched_world() > 1 else ""
+        print(f"error: {rank}{e}", file=sys.stderr)
         return 2
     if launched_world() == 1 or os.environ.get("RANK", "0") == "0":
         print(f"adapter written to {out}", file=sys.stderr)
