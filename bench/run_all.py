@@ -35,6 +35,7 @@ BENCHES = [
     ("startup", "bench_startup.py", "8. Start-up"),
     ("first_search", "bench_first_search.py", "8b. The first Search of a fresh start"),
     ("training", "bench_training.py", "9. Training step against the FLOP bound"),
+    ("distributed", "bench_distributed.py", "9b. The trainer in 2 processes (gloo) against 1"),
 ]
 
 HEAD = """# Benchmarks
