@@ -19,6 +19,7 @@ from magnet_model.training.objectives import (
     decoder_parts,
     info_nce,
     masked_view_losses,
+    masked_view_terms,
     sscl_loss,
     token_loss,
 )
@@ -225,6 +226,42 @@ def test_span_end_weight_weighs_the_end_target_and_logs_its_nll(tok, roles, corp
     expected = (other_sum + 5 * end_sum) / (n_msg - n_end + 5 * n_end)
     torch.testing.assert_close(five["msg"], expected)
     torch.testing.assert_close(five["msg_end"], one["msg_end"])
+
+
+def test_masked_view_terms_split_two_halves_into_sums_that_add_up(tok, roles, corpus_ids):
+    """What ranks do: each half's sums and counts, added, give the whole batch's means."""
+    model = make_tiny_llama(len(tok))
+    batch = masked_batch(tok, roles, corpus_ids)
+    half = batch.input_ids.shape[0] // 2
+    parts = [
+        type(batch)(**{k: v[rows] for k, v in vars(batch).items()})
+        for rows in (slice(0, half), slice(half, None))
+    ]
+    kw = {"end_token": roles.span_end, "end_weight": 3.0}
+    with torch.no_grad():
+        whole = masked_view_losses(model, batch, **kw)
+        terms = [masked_view_terms(model, part, **kw) for part in parts]
+    assert set(whole) == {"mntp", "msg", "msg_end"}
+    for k, mean in whole.items():
+        total = sum(t[k][0] for t in terms if k in t)
+        count = sum(t[k][1] for t in terms if k in t)
+        torch.testing.assert_close(total / count, mean, rtol=1e-5, atol=1e-6)
+
+
+def test_info_nce_with_gathered_negatives_is_the_whole_batch_loss():
+    """Each rank's queries against every rank's positives: the mean over ranks is the loss of
+    the whole batch in one process."""
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(6, 8), torch.randn(6, 8)
+    whole = info_nce(z1, z2, 0.1)
+    every = torch.nn.functional.normalize(z2, dim=-1)
+    parts = [
+        info_nce(z1[r : r + 3], z2[r : r + 3], 0.1, gather=lambda _: every, offset=r)
+        for r in (0, 3)
+    ]
+    torch.testing.assert_close((parts[0] + parts[1]) / 2, whole)
+    alone = info_nce(z1[:3], z2[:3], 0.1)  # without the other rank's negatives: another loss
+    assert not torch.isclose(alone, parts[0])
 
 
 def train_steps(model, loss_fn, steps=40, lr=1e-2) -> list[float]:
