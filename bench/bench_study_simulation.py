@@ -19,8 +19,8 @@ Each share comes with its 95% Wilson interval; the default size (300 paper-like 
 each paper-like figure's interval narrower than +/-3 points (coverage near 95% over 300
 studies; recall and exclusion over thousands of raters). The secondary sets (2 checks per
 rater, Bradley-Terry, alpha) run n/15 studies and show their wider intervals. Studies run in
-parallel processes (``--workers``, the machine's cores by default), each with its own SQLite
-file.
+parallel processes (``--workers``, the machine's cores by default), each study in a SQLite file
+of its own, so that the figures do not depend on the number of workers.
 
     python bench/bench_study_simulation.py [--studies 300] [--workers N] [--quick]
 
@@ -104,16 +104,16 @@ def _exclusion(runs: list) -> dict:
 
 
 def _one(job: tuple[str, SimConfig, int, str]) -> SimOutcome:
-    """One simulated study in the worker's own SQLite file (a process of the pool)."""
+    """One simulated study in a SQLite file of its own (in a process of the pool): its raters'
+    ids, which their item order depends on, then do not depend on which studies the same
+    process ran before, so a run gives the same figures whatever --workers."""
     name, config, seed, folder = job
-    path = Path(folder) / f"sim-{os.getpid()}.sqlite3"
-    store = _STORES.get(path)
-    if store is None:
-        store = _STORES[path] = AnnotationStore(path=path)
-    return simulate_study(store, name, config, seed=seed)
-
-
-_STORES: dict[Path, AnnotationStore] = {}
+    path = Path(folder) / f"{name}.sqlite3"
+    with AnnotationStore(path=path) as store:
+        outcome = simulate_study(store, name, config, seed=seed)
+    for leftover in Path(folder).glob(f"{name}.sqlite3*"):
+        leftover.unlink()
+    return outcome
 
 
 def _coverage(runs: list[SimOutcome], systems) -> dict:  # noqa: ANN001 - names
