@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -49,6 +50,10 @@ def test_tokens_seen_replays_the_trainer_sampler(trained):
     assert lengths[0] * 10 <= seen.token_views <= lengths[-1] * 10
     assert seen.sentence_views == 2 * 2 * 2 * 4
     assert count_tokens(cfg, 3, tok).sentence_views == 0  # stage 1 has no SSCL
+    # 2 ranks of batch 2 see what one process of batch 4 sees (the global micro-batch)
+    double = dataclasses.replace(cfg, batch_size=4)
+    assert count_tokens(cfg, 5, tok, world=2) == count_tokens(double, 5, tok)
+    assert count_tokens(cfg, 5, tok, world=2).sentence_views == 2 * seen.sentence_views
 
 
 def test_card_and_plots(trained):

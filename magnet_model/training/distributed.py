@@ -68,7 +68,7 @@ class Ranks:
         return self.world > 1
 
     def all_sum(self, t: torch.Tensor) -> torch.Tensor:
-        """The sum of `t` over ranks (in place; a copy of `t` itself on one process)."""
+        """The sum of `t` over ranks, in place (on one process `t` as it is)."""
         if self.distributed:
             torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
         return t
