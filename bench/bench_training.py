@@ -5,7 +5,7 @@
     python bench/bench_training.py --threads 1 --repeat 5
 
 What runs: the real embedded SmolLM2-135M (float32, CPU) wrapped with a fresh LoRA adapter at
-the trainer's defaults (magnet_model/training/train.py TrainConfig: r 16 on q,k,v,o,gate,up,down,
+the trainer's defaults (magnet_model/training/config.py TrainConfig: r 16 on q,k,v,o,gate,up,down,
 batch 8, 128 tokens), built by train.build_run, and train.train_step exactly as the trainer calls it
 (views, forward, backward, clipping, AdamW, scheduler). Cases: MNTP alone, MSG alone, SSCL
 alone, then stage 1 (MNTP + MSG, one forward) and stage 2 (MNTP + MSG, then SSCL) as the
