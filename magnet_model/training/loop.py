@@ -236,14 +236,6 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
     if ranks.distributed:  # each rank on the device its launcher gave it
         # --fsdp: the whole base in CPU memory first; each rank then keeps its shard
         spec = replace(spec, device="cpu" if cfg.fsdp else str(ranks.device))
-    if cfg.fsdp:
-        from ..loading import resolve_packing
-
-        if resolve_packing(spec) is not None:
-            raise ConfigError(
-                "--fsdp shards plain weight tensors, not packed ones: give --dtype float32 "
-                "(or bfloat16)."
-            )
     model, tokenizer, source = load_base(spec)
     device, _ = resolve_device(spec)
     roles = choose_token_roles(tokenizer, model)  # rows of their own (tokens.py)
