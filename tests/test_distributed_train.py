@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -219,8 +220,6 @@ def test_a_killed_two_rank_run_resumes_on_the_same_curve(setup, two_ranks):
 
 
 def test_resuming_with_another_global_batch_is_refused(setup, two_ranks, tmp_path):
-    import shutil
-
     out = tmp_path / "copy"
     shutil.copytree(two_ranks[0], out)
     proc = launch(setup, out, 2, "--resume", procs=0)  # one process of 2: half the batch
@@ -232,8 +231,6 @@ def test_resuming_with_another_global_batch_is_refused(setup, two_ranks, tmp_pat
 def test_two_ranks_checkpoint_resumes_as_one_process_with_the_same_global_batch(
     setup, two_ranks, tmp_path
 ):
-    import shutil
-
     out = tmp_path / "as-one"
     shutil.copytree(two_ranks[0], out)
     for later in sorted((out / "checkpoints").glob("step-*"))[1:]:
@@ -273,3 +270,13 @@ def test_accelerate_launch_runs_the_same_ranks(setup, two_ranks):
     assert_same_curve(log_of(out), log_of(two_ranks[0]), 3)
     meta = json.loads((out / "magnet_config.json").read_text())["training"]
     assert meta["world_size"] == 2
+
+
+def test_an_fsdp_run_resumes_on_the_same_curve(setup, two_ranks):
+    out = setup["root"] / "fsdp-resumed"
+    finish(launch(setup, out, 2, "--fsdp", "--max-steps", "4"))  # checkpoints at 3 and 4
+    shutil.rmtree(out / "checkpoints" / "step-0000004")  # as if killed after step 4's log line
+    finish(launch(setup, out, 2, "--fsdp", "--resume", "--max-steps", "8"))
+    got = log_of(out)
+    assert [r["step"] for r in got] == list(range(1, 9))
+    assert_same_curve(got, log_of(two_ranks[0]), 8)
