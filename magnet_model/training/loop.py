@@ -32,7 +32,7 @@ from .config import LOG_FILE, OBJECTIVES, TOKEN_OBJECTIVES, TrainConfig, validat
 from .corpus import Example, Sampler, load_corpus
 from .distributed import Ranks, setup, teardown
 from .objectives import attention_dropout, masked_view_terms, sscl_loss
-from .run import TrainingRun
+from .run import TrainingRun, trained_params
 from .views import collate_masked, collate_sentences, masked_example, replacement_vocab
 
 
@@ -252,8 +252,7 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         init_from_adapter(model, Path(cfg.init_adapter))
         if role_rows is not None:
             _load_role_rows(role_rows, Path(cfg.init_adapter), strict=False)
-    params = [p for p in model.parameters() if p.requires_grad]
-    ranks.broadcast_params(params + (list(role_rows.parameters()) if role_rows else []))
+    ranks.broadcast_params(trained_params(model, role_rows))
     sharded = ""
     if cfg.fsdp:
         device = ranks.device

@@ -15,6 +15,12 @@ from .distributed import Ranks
 from .views import ViewConfig
 
 
+def trained_params(model, role_rows: RoleRows | None) -> list[torch.nn.Parameter]:
+    """What the optimizer trains: the LoRA weights, and the role rows if any."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return params + (list(role_rows.parameters()) if role_rows else [])
+
+
 @dataclass
 class TrainingRun:
     """Everything a step needs, built once."""
@@ -37,8 +43,7 @@ class TrainingRun:
     @property
     def params(self) -> list[torch.nn.Parameter]:
         """What the optimizer trains: the LoRA weights, and the role rows if any."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        return params + (list(self.role_rows.parameters()) if self.role_rows else [])
+        return trained_params(self.model, self.role_rows)
 
     def autocast(self):
         if self.autocast_dtype is None:
