@@ -280,3 +280,16 @@ def test_an_fsdp_run_resumes_on_the_same_curve(setup, two_ranks):
     got = log_of(out)
     assert [r["step"] for r in got] == list(range(1, 9))
     assert_same_curve(got, log_of(two_ranks[0]), 8)
+
+
+def test_a_bad_world_size_or_one_device_for_many_ranks_is_one_sentence(setup, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WORLD_SIZE="abc")
+    train = [sys.executable, "-m", "magnet_model.training.train"]
+    cmd = [*train, *flags(setup, tmp_path / "x", 2)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "error: WORLD_SIZE='abc' is not a number." in done.stderr
+    proc = launch(setup, tmp_path / "y", 2, "--device", "cuda:1")
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "error: rank 1: --device cuda:1 names one device, but 2 processes" in output

@@ -88,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         validate(cfg, launched_world())
         spec = ModelSpec.from_args(args)
         out = train(cfg, spec)
-    except MagnetError as e:
-        rank = f"rank {os.environ.get('RANK', '0')}: " if launched_world() > 1 else ""
+    except MagnetError as e:  # the launchers set RANK: say which rank it was
+        rank = f"rank {os.environ['RANK']}: " if "RANK" in os.environ else ""
         print(f"error: {rank}{e}", file=sys.stderr)
         return 2
-    if launched_world() == 1 or os.environ.get("RANK", "0") == "0":
+    if os.environ.get("RANK", "0") == "0":
         print(f"adapter written to {out}", file=sys.stderr)
     return 0
 
