@@ -295,7 +295,7 @@ def test_end_to_end_in_chromium(served, page):
         assert page.locator(".toast-body:visible").count() == 0  # only "Wrong password."
     page.get_by_label("Admin password").fill("pw")
     page.get_by_label("Admin password").press("Enter")
-    expect(page.get_by_text("New study")).to_be_visible()
+    expect(page.get_by_role("heading", name="New study")).to_be_visible()
     status = page.locator("input[type=radio][value=open]")
     expect(status).to_be_checked()  # the study's own status, not "closed"
     assert page.get_by_label("Rater id (see Progress)").input_value() == ""
@@ -340,7 +340,8 @@ def test_end_to_end_in_chromium(served, page):
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_text("Logged out.")).to_be_visible()
-    expect(page.get_by_text("New study")).to_be_hidden()
+    expect(page.get_by_role("heading", name="New study")).to_be_hidden()
+    expect(page.locator("#admin-check-msg")).to_be_hidden()  # nothing of the panel is left
 
 
 def test_phone_width_infill_search_and_rater_page(served, phone):
@@ -393,7 +394,7 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     _open_tab(phone, "Admin")
     phone.get_by_label("Admin password").fill("pw")
     phone.get_by_label("Admin password").press("Enter")
-    expect(phone.get_by_text("New study")).to_be_visible()
+    expect(phone.get_by_role("heading", name="New study")).to_be_visible()
     phone.get_by_role("button", name="Generate outputs and create the study").click()
     expect(phone.locator("#admin-create-msg textarea")).to_have_value("Give the study a name.")
     _shot(phone, "admin-phone")
