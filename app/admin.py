@@ -28,9 +28,7 @@ from annotation_db import (
     safe_file_stem,
 )
 from annotation_db import read_items as read_item_file
-from annotation_db.attention import plan_checks, rule_for
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
-from annotation_db.questions import appropriate
 from annotation_db.report import plot_label, write_report
 from annotation_db.results import not_enough
 from magnet_model.systems import TITLES
@@ -329,9 +327,11 @@ class AdminHandlers(ModelCalls):
         raters_per_item: float,
         icc: float = DEFAULT_ICC,
         n_items: float | None = None,
+        n_gold: float | None = None,
     ) -> str:
         """The sample-size planner's answer for the form's values (Markdown of numbers only),
-        and the power of the number of items the form asks for."""
+        the power of the number of items the form asks for, and what the form's number of
+        attention checks gives when it is fewer than the exclusion rule needs."""
         try:
             k = int(raters_per_item)
             plan = plan_study(float(p1), float(p2), k, icc=float(icc))
@@ -339,8 +339,10 @@ class AdminHandlers(ModelCalls):
             if n_items:
                 pw = power_at(int(n_items), float(p1), float(p2), k, icc=float(icc))
                 line += f" This form's {int(n_items)} items: power {pw:.0%}."
-            checks = plan_checks(studies.ITEMS_PER_RATER, rule_for([appropriate()], 3))
+            checks = studies.FORM_PLAN
             line += f"\n\n**Attention checks** (three systems, yes/no): {checks.summary()}"
+            if n_gold is not None:
+                line += studies.form_checks_cost(checks, int(n_gold))
         except (AnnotationError, TypeError, ValueError) as e:
             return f"Planner: {e}"
         return line

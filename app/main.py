@@ -71,7 +71,7 @@ from .security import (
     parse_networks,
 )
 from .settings import AppSettings, proxy_env
-from .studies import INFILL_SYSTEMS, ITEM_KINDS, MARKER
+from .studies import FORM_CHECKS, INFILL_SYSTEMS, ITEM_KINDS, MARKER
 
 log = logging.getLogger("app")
 
@@ -345,7 +345,7 @@ def _admin_tab(app: MagnetApp) -> None:
             )
             n_items = gr.Slider(2, 400, value=10, step=1, label="Items")
             raters = gr.Slider(1, 10, value=3, step=1, label="Raters per item")
-            n_gold = gr.Slider(0, 20, value=2, step=1, label="Attention checks")
+            n_gold = gr.Slider(0, 20, value=FORM_CHECKS, step=1, label="Attention checks")
             span_top = max(app.settings.max_span_tokens, SENTENCE_SPAN_TOKENS)
             span = gr.Slider(1, span_top, value=12, step=1, label="Max span tokens")
         with gr.Row():
@@ -354,7 +354,9 @@ def _admin_tab(app: MagnetApp) -> None:
             p1 = gr.Number(DEFAULT_RATES[0], label="Expected rate, system 1")
             p2 = gr.Number(DEFAULT_RATES[1], label="Expected rate, system 2")
             icc = gr.Number(DEFAULT_ICC, label="Assumed intra-item correlation")
-        plan = gr.Markdown(app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC, 10), elem_id="admin-plan")
+        plan = gr.Markdown(
+            app.admin_plan(*DEFAULT_RATES, 3, DEFAULT_ICC, 10, FORM_CHECKS), elem_id="admin-plan"
+        )
         systems = gr.CheckboxGroup(
             [(TITLES[s], s) for s in INFILL_SYSTEMS], value=list(INFILL_SYSTEMS), label="Systems"
         )
@@ -486,8 +488,10 @@ def _admin_tab(app: MagnetApp) -> None:
         outputs=[*form, create_msg],
         **RATING,
     )
-    for box in (p1, p2, icc, raters, n_items):
-        box.change(app.admin_plan, inputs=[p1, p2, raters, icc, n_items], outputs=plan, **RATING)
+    for box in (p1, p2, icc, raters, n_items, n_gold):
+        box.change(
+            app.admin_plan, inputs=[p1, p2, raters, icc, n_items, n_gold], outputs=plan, **RATING
+        )
     create.click(
         said_in(app.admin_create, 2, 0),  # not an "Error" pill over the study list
         inputs=[name, upload, n_items, systems, questions, raters, n_gold]

@@ -28,7 +28,13 @@ from annotation_db import (
     save_output,
     start_draft,
 )
-from annotation_db.attention import AttentionSettings, plan_checks, planned_settings, rule_for
+from annotation_db.attention import (
+    AttentionSettings,
+    CheckPlan,
+    plan_checks,
+    planned_settings,
+    rule_for,
+)
 from annotation_db.questions import appropriate, parse_questions
 from magnet_model import systems
 from magnet_model.adapter_meta import adapter_revision
@@ -36,7 +42,7 @@ from magnet_model.errors import InputTooLongError
 from magnet_model.inference.engine import Engine, InfillResult
 from magnet_model.passages import SENTENCE_SPAN_TOKENS, sentence_gaps
 
-from .render import model_name
+from .render import model_name, plural
 
 MARKER = "[blank]"
 INFILL_SYSTEMS = systems.for_task("infill")  # MAGNET and the prompted baselines
@@ -50,6 +56,10 @@ CHECK_POOL_FACTOR = 4
 CHECK_SPAN_WORDS = (1, 15)  # a built-in check's span: as long as a system's fill may be
 # Items a rater is expected to do (a paid batch); the checks among them are sized for it.
 ITEMS_PER_RATER = 12
+# The checks the exclusion rule needs among those items for three systems and the yes/no
+# question (the form's default; the Paper protocol's pool is larger): the planner's number.
+FORM_PLAN = plan_checks(ITEMS_PER_RATER, rule_for([appropriate()], 3))
+FORM_CHECKS = FORM_PLAN.checks_per_rater
 
 
 @dataclass(frozen=True)
@@ -280,6 +290,22 @@ def study_attention(
     settings, _plan = planned_settings(n, parse_questions(list(questions)), max(n_outputs, 2))
     m = min(settings.checks_per_rater, max(n_gold, 1), n - 1)
     return AttentionSettings(settings.slip, settings.alpha, settings.power, n, m)
+
+
+def form_checks_cost(plan: CheckPlan, n_gold: int) -> str:
+    """What a study form's ``n_gold`` attention checks give each rater when they are fewer than
+    ``plan`` needs (a rater meets each check at most once); empty when they are enough."""
+    m = min(n_gold, plan.items_per_rater - 1)
+    if m >= plan.checks_per_rater:
+        return ""
+    if m < 1:
+        return " This form has no attention checks: nobody can be excluded."
+    rule = plan.rule
+    return (
+        f" This form's {plural(m, 'attention check')}: each rater meets {m}, which catch "
+        f"{rule.detection(m):.0%} of random raters (an attentive one excluded with "
+        f"{rule.false_exclusion(m):.1%}); raters it cannot exclude are reported as undecided."
+    )
 
 
 def checks_note(info: StudyInfo) -> str:

@@ -127,6 +127,24 @@ def test_planner_in_the_form(engine, tmp_path):
     assert "between 0 and 1" in app.admin_plan(0.62, 1.5, 3, 0.3)
 
 
+def test_the_forms_attention_checks_are_the_rules_and_fewer_are_costed(engine, tmp_path):
+    """The form starts with the checks the exclusion rule needs per rater (not 2, with which
+    most raters are undecided), and a smaller number says what it catches."""
+    from app.studies import FORM_CHECKS, FORM_PLAN
+
+    app = make_app(tmp_path, engine)
+    assert FORM_CHECKS == FORM_PLAN.checks_per_rater >= 3 and FORM_PLAN.reached
+    assert "attention checks: each" not in app.admin_plan(0.62, 0.54, 3, 0.3, 100, FORM_CHECKS)
+    two = app.admin_plan(0.62, 0.54, 3, 0.3, 100, 2)
+    rule = FORM_PLAN.rule
+    assert (
+        f"This form's 2 attention checks: each rater meets 2, which catch "
+        f"{rule.detection(2):.0%} of random raters" in two
+    )
+    assert rule.detection(2) < rule.power and "undecided" in two
+    assert "nobody can be excluded" in app.admin_plan(0.62, 0.54, 3, 0.3, 100, 0)
+
+
 def test_report_download(engine, tmp_path):
     app = make_app(tmp_path, engine)
     app.admin_create(admin_request(app), "rep-1", _items_file(tmp_path, 2), 2, ["magnet"],
