@@ -302,7 +302,7 @@ def form_checks_cost(plan: CheckPlan, n_gold: int) -> str:
         return " This form has no attention checks: nobody can be excluded."
     rule = plan.rule
     return (
-        f" This form's {plural(m, 'attention check')}: each rater meets {m}, which catch "
+        f" This form's {plural(m, 'attention check')}: each rater meets {m}, catching "
         f"{rule.detection(m):.0%} of random raters (an attentive one excluded with "
         f"{rule.false_exclusion(m):.1%}); raters it cannot exclude are reported as undecided."
     )
