@@ -40,6 +40,30 @@ def trained(tmp_path_factory):
     return out
 
 
+def test_the_trainer_leaves_no_template_card_and_publish_asks_for_the_real_one(trained, capsys):
+    """peft's save_pretrained writes a "[More Information Needed]" README; the trainer removes
+    it, so publish's refusal of an adapter without its card still holds after training."""
+    from magnet_model.training import publish
+
+    root = trained.parent
+    out = root / "one-step"
+    argv = [
+        "--output", str(out), "--base-model", str(root / "base"), "--corpus",
+        str(root / "corpus.txt"), "--device", "cpu", "--max-length", "10", "--batch-size", "2",
+        "--stage1-steps", "1", "--stage2-steps", "1", "--sscl-max-length", "4", "--no-progress",
+        "--lora-r", "2",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "adapter_model.safetensors").is_file() and not (out / "README.md").exists()
+    capsys.readouterr()
+    assert publish.main([str(out), "you/magnet", "--dry-run"]) == 2
+    assert "README.md" in capsys.readouterr().err
+    # a card already there (written by the card command) is kept when the output is written again
+    (out / "README.md").write_text("---\nlibrary_name: peft\n---\n# the real card\n")
+    assert main([*argv, "--overwrite"]) == 0
+    assert "# the real card" in (out / "README.md").read_text()
+
+
 def test_tokens_seen_replays_the_trainer_sampler(trained):
     tok = make_tiny_tokenizer()
     cfg = train_config(load_meta(trained).training)

@@ -295,7 +295,14 @@ def save_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
 
 def _write_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
     cfg = run.cfg
+    # peft's save_pretrained writes a template card ("[More Information Needed]") where there is
+    # none; `python -m magnet_model.training.card` writes the real one, and publish refuses an
+    # adapter without it, so the template is removed (a card already there is kept).
+    card = Path(cfg.output) / "README.md"
+    had_card = card.exists()
     run.model.save_pretrained(cfg.output)
+    if not had_card:
+        card.unlink(missing_ok=True)
     if run.role_rows is not None:
         run.role_rows.save(cfg.output)
     training = asdict(cfg)
