@@ -460,3 +460,70 @@ def test_calibrate_fits_on_the_runs_own_views_and_decoding_uses_it(base_dir, cor
     spec = ModelSpec(base=str(base_dir), adapters={"magnet": str(out)}, device="cpu")
     assert Engine.from_spec(spec).runner.span_end("magnet").bias == c["span_end_bias"]
     assert calibrate.main(["--adapter", str(tmp_path / "none")]) == 2  # one sentence, no trace
+
+
+def test_sscl_batch_size_draws_its_own_pairs_and_the_card_counts_them(base_dir, tmp_path, monkeypatch):
+    from magnet_model.training.card import count_tokens
+
+    seen = []
+    real = loop.collate_sentences
+
+    def spy(texts, positives, *rest):
+        seen.append(texts)
+        return real(texts, positives, *rest)
+
+    monkeypatch.setattr(loop, "collate_sentences", spy)
+    argv = [
+        "--base-model", str(base_dir), "--device", "cpu", "--stage1-steps", "0",
+        "--stage2-steps", "2", "--batch-size", "2", "--max-length", "12", "--sscl-max-length",
+        "6", "--lora-r", "4", "--no-progress", "--no-vital-extracts",
+    ]  # fmt: skip
+    out = tmp_path / "big"
+    assert main(["--output", str(out), *argv, "--sscl-batch-size", "6"]) == 0
+    assert [len(t) for t in seen] == [6, 6]  # 6 pairs a step, while the masked view has 2 texts
+    assert seen[0] != seen[1]
+    cfg = train.recorded_config(load_meta(out).training)
+    assert cfg.sscl_pairs == 6
+    # the card replays the same draws: 2 steps x 6 pairs x (x, x+), each cut to 6 tokens
+    assert count_tokens(cfg, 2, make_tiny_tokenizer()).sentence_views == 2 * 6 * 2 * 6
+    seen.clear()
+    assert main(["--output", str(tmp_path / "same"), *argv]) == 0
+    assert [len(t) for t in seen] == [2, 2]  # without it SSCL takes the masked view's texts
+
+
+def test_sscl_batch_size_refuses_zero_and_a_single_pair(base_dir, corpus, tmp_path, capsys):
+    assert main(args(base_dir, corpus, tmp_path / "a", "--sscl-batch-size", "0")) == 2
+    assert "--sscl-batch-size must be positive" in capsys.readouterr().err
+    assert main(args(base_dir, corpus, tmp_path / "b", "--sscl-batch-size", "1")) == 2
+    assert "in-batch negatives" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["epyc-avx2", "xeon-amx"])
+def test_cpu_bf16_autocasts_only_where_the_cpu_multiplies_bfloat16(
+    base_dir, corpus, tmp_path, monkeypatch, capsys, kind
+):
+    from fake_cpu import fake_cpu
+
+    fake_cpu(monkeypatch, tmp_path, kind)
+    dtypes = []
+    real = loop.masked_view_terms
+
+    def spy(model, batch, *a, **k):
+        dtypes.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
+        return real(model, batch, *a, **k)
+
+    monkeypatch.setattr(loop, "masked_view_terms", spy)
+    out = tmp_path / kind
+    stage1 = ("--objectives", "mntp,msg", "--stage2-steps", "0")
+    code = main(args(base_dir, corpus, out, "--cpu-bf16", *stage1))
+    if kind == "epyc-avx2":
+        assert code == 2 and "AMX or AVX-512 BF16" in capsys.readouterr().err
+        assert dtypes == []
+        return
+    assert code == 0 and dtypes == [torch.bfloat16] * 3
+    weights = load_file(out / "adapter_model.safetensors")
+    assert {w.dtype for w in weights.values()} == {torch.float32}  # the weights stay float32
+    assert all(r["loss"] == r["loss"] for r in log_of(out))  # no NaN
+    dtypes.clear()
+    assert main(args(base_dir, corpus, tmp_path / "plain", *stage1)) == 0
+    assert dtypes == [None] * 3  # off by default: float32 as before

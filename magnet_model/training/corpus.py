@@ -144,7 +144,7 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
 class Sampler:
     """Batch b of the run is a fixed function of (seed, b): resuming draws the same texts."""
 
-    def __init__(self, n: int, seed: int):
+    def __init__(self, n: int, seed: int | str):
         self.n, self.seed = n, seed
 
     @lru_cache(maxsize=4)  # noqa: B019 (a few epochs' permutations, per sampler)
@@ -156,3 +156,25 @@ class Sampler:
     def indices(self, draw: int, size: int) -> list[int]:
         start = draw * size
         return [self._epoch(g // self.n)[g % self.n] for g in range(start, start + size)]
+
+
+class Draws:
+    """Which texts global micro-batch `draw` holds, for the masked view and for SSCL: with
+    --sscl-batch-size SSCL draws its pairs from a sampler of its own (its own order over the
+    same corpus), else it takes the masked view's texts. The trainer and the model card's
+    token count both ask this, so they cannot disagree."""
+
+    def __init__(self, n: int, cfg: TrainConfig):
+        self.tokens = Sampler(n, cfg.seed)
+        self.sentences = Sampler(n, f"{cfg.seed}-sscl") if cfg.sscl_batch_size else None
+        self.size, self.pairs = cfg.batch_size, cfg.sscl_pairs
+
+    def token_batch(self, draw: int, world: int = 1) -> list[int]:
+        """The global micro-batch of the masked view: --batch-size texts per rank."""
+        return self.tokens.indices(draw, self.size * world)
+
+    def sentence_batch(self, draw: int, world: int = 1) -> list[int]:
+        """The global micro-batch of SSCL pairs: each rank's share in rank order."""
+        if self.sentences is None:
+            return self.token_batch(draw, world)
+        return self.sentences.indices(draw, self.pairs * world)

@@ -29,7 +29,7 @@ from .checkpoints import (
     trim_log,
 )
 from .config import LOG_FILE, OBJECTIVES, TOKEN_OBJECTIVES, TrainConfig, validate
-from .corpus import Example, Sampler, load_corpus
+from .corpus import Draws, Example, load_corpus
 from .distributed import Ranks, setup, teardown
 from .objectives import attention_dropout, masked_view_terms, sscl_loss
 from .run import TrainingRun, trained_params
@@ -130,7 +130,7 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
     cfg, ranks = run.cfg, run.ranks
     size = cfg.batch_size
     draw = step * cfg.grad_accum + micro
-    batch = [run.examples[i] for i in run.sampler.indices(draw, size * ranks.world)]
+    batch = [run.examples[i] for i in run.draws.token_batch(draw, ranks.world)]
     mine = slice(ranks.rank * size, (ranks.rank + 1) * size)
     rng = random.Random(f"{cfg.seed}-views-{draw}")
     weights = cfg.loss_weights
@@ -180,7 +180,10 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
         if isinstance(total, torch.Tensor):
             (total / cfg.grad_accum).backward()
     if "sscl" in objectives:
-        texts, positives = sentence_pairs(batch[mine], cfg.sscl_max_length or cfg.max_length)
+        pairs = cfg.sscl_pairs
+        own = [run.examples[i] for i in run.draws.sentence_batch(draw, ranks.world)]
+        own = own[ranks.rank * pairs : (ranks.rank + 1) * pairs]
+        texts, positives = sentence_pairs(own, cfg.sscl_max_length or cfg.max_length)
         sb = collate_sentences(texts, positives, run.instruction_ids, run.roles, run.bos)
         sb = sb.to(run.device)
         # dropout stays on through backward: gradient checkpointing re-runs the forward there
@@ -194,7 +197,7 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                     cfg.temperature,
                     run.mask_dtype,
                     gather=ranks.gather_rows if ranks.distributed else None,
-                    offset=ranks.rank * size,
+                    offset=ranks.rank * pairs,
                 )
             # the global loss is the mean of the ranks' (each a mean over as many texts)
             (weights["sscl"] * loss / (cfg.grad_accum * ranks.world)).backward()
@@ -225,6 +228,23 @@ def train_step(run: TrainingRun, step: int, optimizer, scheduler) -> dict:
 
 
 # ---------------------------------------------------------------- the run
+
+
+def autocast_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16 autocast on CUDA (--bf16), or on a CPU whose hardware multiplies bfloat16
+    (--cpu-bf16: AMX or AVX-512 BF16; refused elsewhere, where it is emulated and slower)."""
+    from ..hardware import has_fast_bf16
+
+    if device.type == "cuda":
+        return torch.bfloat16 if cfg.bf16 else None
+    if device.type == "cpu" and cfg.cpu_bf16:
+        if not has_fast_bf16():
+            raise ConfigError(
+                "--cpu-bf16 needs a CPU with AMX or AVX-512 BF16 (this one has neither: "
+                "bfloat16 would be emulated and slower than float32); drop the flag."
+            )
+        return torch.bfloat16
+    return None
 
 
 def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> TrainingRun:
@@ -274,13 +294,13 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         roles=roles,
         bos=bos_of(tokenizer),
         examples=examples,
-        sampler=Sampler(len(examples), cfg.seed),
+        draws=Draws(len(examples), cfg),
         vocab=replacement_vocab(len(tokenizer), roles, set(tokenizer.all_special_ids)),
         instruction_ids=tokenizer(cfg.instruction, add_special_tokens=False).input_ids,
         view=cfg.view,
         word_starts=word_start_table(tokenizer),
         device=device,
-        autocast_dtype=torch.bfloat16 if device.type == "cuda" and cfg.bf16 else None,
+        autocast_dtype=autocast_dtype(cfg, device),
         role_rows=role_rows,
         ranks=ranks,
     )

@@ -10,7 +10,7 @@ import torch
 from ..role_rows import RoleRows
 from ..tokens import TokenRoles
 from .config import TrainConfig
-from .corpus import Example, Sampler
+from .corpus import Draws, Example
 from .distributed import Ranks
 from .views import ViewConfig
 
@@ -30,12 +30,12 @@ class TrainingRun:
     roles: TokenRoles
     bos: int | None
     examples: list[Example]
-    sampler: Sampler
+    draws: Draws  # which texts each global micro-batch holds
     vocab: list[int]
     instruction_ids: list[int]
     view: ViewConfig
     device: torch.device
-    autocast_dtype: torch.dtype | None  # bf16 on CUDA, else None
+    autocast_dtype: torch.dtype | None  # bf16 on CUDA (--bf16) or a bf16 CPU (--cpu-bf16)
     word_starts: list[bool] | None = None  # tokens.word_start_table: where spans may begin
     role_rows: RoleRows | None = None  # trained role-token rows (--train-role-rows)
     ranks: Ranks = field(default_factory=Ranks)  # this process among the training processes

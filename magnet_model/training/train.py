@@ -56,6 +56,7 @@ from .config import (  # noqa: F401
     validate,
 )
 from .corpus import (  # noqa: F401
+    Draws,
     Example,
     Sampler,
     _read_rows,
