@@ -7,11 +7,13 @@ imports inference, and the ground floor imports neither (tests/test_layout.py):
                  runner.py (model + lock + adapters + forward), infill.py (MAGNET span lanes),
                  prompted.py (zero/N-shot baselines), generation.py, embedding.py,
                  batching.py, static_decode.py, multi_lora.py (peft internals), search.py,
-                 vector_index.py, sampling.py, blanks.py
+                 vector_index.py, sampling.py, blanks.py, guard.py (the fills' loop guard)
     training/    views.py (batches) -> objectives.py (losses) -> train.py (the trainer CLI),
-                 sweep.py, card.py, publish.py
-    evaluation/  evaluate.py (the evaluator CLI), report.py (targets, results.md), scoring.py,
-                 probe.py, retrieval.py, speed.py, calibrate.py (the <span_end> calibration)
+                 watch.py (STS-B dev at checkpoints), sweep.py, card.py, publish.py
+    evaluation/  evaluate.py (the evaluator CLI; config.py, runs.py, infill_task.py, suites.py),
+                 report.py (targets, results.md), stats.py (intervals, paired tests),
+                 baselines.py (prompted baselines computed once), scoring.py, probe.py,
+                 retrieval.py, speed.py, calibrate.py (the <span_end> calibration)
     (ground)     tokens, layout, masks, pooling, loading, assets, settings, errors, data,
                  metrics, systems (the one table of systems), adapter_meta, span_end, ...
 

@@ -30,6 +30,7 @@ def tiny_run(tmp_path_factory):
     """One run for the module; one torch thread (module fixtures start before conftest's)."""
     out = tmp_path_factory.mktemp("eval")
     argv = ["--quick", "--systems", "base,llm2vec,magnet,ghost,magnet@mean", "--output", str(out)]
+    argv += ["--baseline-cache", str(out / "baselines")]
     argv += ["--n-sts", "40", "--n-probe-train", "12", "--n-probe-test", "6", "--no-progress"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -167,6 +168,13 @@ def _row(md: str, label: str) -> list[str]:
     return line.split(" | ")
 
 
+def _share(result: dict, key: str) -> str:
+    """A share's cell: the share and its 95% interval, as the result keeps them."""
+    lo, hi = result["intervals"][key]
+    assert lo <= result[key] <= hi
+    return f"{result[key]:.0%} ({lo:.0%}–{hi:.0%})"
+
+
 def test_markdown_shows_the_fill_figures_of_both_domains(tiny_run):
     report, md = tiny_run
     res = report["tasks"]["infill"]["systems"]
@@ -177,20 +185,20 @@ def test_markdown_shows_the_fill_figures_of_both_domains(tiny_run):
         auc = _row(md, f"AUC of p(<span_end>): true end vs. the other span positions{domain}")
         assert auc[4] == f"{magnet['end_auc']:.3f}" and auc[2] == "–"
         within = _row(md, f"infills within ±30% of the true length (tokens){domain}")
-        assert within[4] == f"{magnet['within_30_share']:.0%}" and within[7] == "magnet >= 50%"
+        assert within[4] == _share(magnet, "within_30_share") and within[7] == "magnet >= 50%"
         junk = _row(md, f"infills with a never-trained or special token{domain}")
-        assert junk[4] == f"{magnet['junk_share']:.0%}" and junk[7] == "magnet 0%"
+        assert junk[4] == _share(magnet, "junk_share") and junk[7] == "magnet 0%"
         empty = _row(md, f"empty infills, prompted five-shot{domain}")
-        assert empty[2] == f"{base['five_shot_fills']['empty_share']:.0%}"
+        assert empty[2] == _share(base["five_shot_fills"], "empty_share")
         assert empty[7] == "base <= 5%"
         ended = _row(
             md,
             f"prompted zero-shot replies that ended before the cap (stop token or line break)"
             f"{domain}",
         )
-        assert ended[2] == f"{base['zero_shot_fills']['ended_share']:.0%}"
+        assert ended[2] == _share(base["zero_shot_fills"], "ended_share")
         stop = _row(md, f"infills that stop by themselves (<span_end>){domain}")
-        assert stop[4] == f"{magnet['stop_share']:.0%}" and stop[7] == "magnet >= 80%"
+        assert stop[4] == _share(magnet, "stop_share") and stop[7] == "magnet >= 80%"
         assert (
             _row(md, f"span PPL, prompted zero-shot{domain}")[2] == f"{base['zero_shot_ppl']:.2f}"
         )
@@ -466,3 +474,63 @@ def test_heldout_file_replaces_wikipedia_for_infill_repetition_and_knowledge(tmp
         ev.heldout_passages(parse(["--heldout", str(empty)]))
     with pytest.raises(ConfigError, match="is not a file"):
         parse(["--heldout", str(tmp_path / "missing.txt")])
+
+
+def _two_magnets():
+    """The tiny engine with a second hybrid adapter, 'magnet2' (other random LoRA weights)."""
+    from tiny_models import _lora
+
+    from magnet_model.adapter_meta import AdapterMeta
+
+    engine = tiny_engine()
+    engine.model.add_adapter("magnet2", _lora(3))
+    engine.model.eval()
+    engine.runner.metas["magnet2"] = AdapterMeta(token_roles=engine.runner.roles("magnet"))
+    engine.loaded.adapters["magnet2"] = engine.loaded.adapters["magnet"]
+    return engine
+
+
+def test_two_adapters_are_compared_case_by_case_and_the_baselines_are_reused(tmp_path):
+    engine = _two_magnets()
+    argv = ["--tasks", "infill,units", "--systems", "base,magnet,magnet2", "--suites", "sentence"]
+    argv += ["--domains", "wikipedia", "--n-passages", "6", "--unit-fills", "6", "--no-progress"]
+    argv += ["--baseline-cache", str(tmp_path / "cache")]
+    for run in ("first", "second"):
+        assert ev.main([*argv, "--output", str(tmp_path / run)], engine=engine) == 0
+    first = json.loads((tmp_path / "first" / "results.json").read_text())
+    second = json.loads((tmp_path / "second" / "results.json").read_text())
+    assert list(first["tasks"]["units"]["suites"]) == ["wikipedia/sentence"]
+    suite = first["tasks"]["units"]["suites"]["wikipedia/sentence"]
+    mine = suite["systems"]["magnet"]
+    lo, hi = mine["intervals"]["one_sentence_share"]
+    assert lo <= mine["one_sentence_share"] <= hi and len(mine["flags"]["one_sentence"]) == 6
+    pair = suite["paired"]["magnet vs magnet2"]
+    assert set(pair) >= {"one_sentence_share", "repeat_3gram_share", "hybrid_ppl"}
+    assert pair["hybrid_ppl"]["n"] == suite["sizes"]["cases"]
+    assert pair["hybrid_ppl"]["ppl_ratio"] == pytest.approx(
+        mine["hybrid_ppl"] / suite["systems"]["magnet2"]["hybrid_ppl"]
+    )
+    # the second run made no prompted fill or score: all came from the first run's cache
+    made, again = first["baseline_cache"], second["baseline_cache"]
+    assert made["computed"] > 0 and again["computed"] == 0 and again["path"] == made["path"]
+    assert again["reused"] == made["computed"] + made["reused"]
+    assert second["tasks"]["units"]["suites"] == first["tasks"]["units"]["suites"]
+    window = first["tasks"]["infill"]["paired"]["wikipedia"]["magnet vs magnet2"]
+    assert set(window) == {"hybrid_ppl", "stop_share", "fit_share"}
+    md = (tmp_path / "first" / "results.md").read_text()
+    assert "Paired, magnet vs magnet2 (the same cases): exactly one complete sentence" in md
+    assert "% (" in md and "reused from earlier runs" in md
+    assert "Paired, random-window infill, wikipedia: magnet vs magnet2" in md
+
+
+def test_watch_mode_is_the_sentence_suite_and_an_sts_subset_unless_told_otherwise():
+    cfg = parse(["--watch"])
+    assert cfg.tasks == ["units", "sts"] and cfg.suites == ["sentence"]
+    assert cfg.domains == ["wikipedia"] and cfg.sizes == ev.WATCH
+    assert cfg.sizes.unit_fills == 40 and cfg.sizes.n_sts == 300
+    cfg = parse(["--watch", "--domains", "wikipedia,news", "--unit-fills", "80"])
+    assert cfg.domains == ["wikipedia", "news"] and cfg.sizes.unit_fills == 80
+    assert parse([]).sizes.unit_fills >= 80 and parse([]).sizes.n_infills >= 60
+    assert parse(["--no-baseline-cache"]).baseline_cache is None
+    with pytest.raises(ConfigError, match="one"):
+        parse(["--watch", "--quick"])

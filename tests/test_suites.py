@@ -96,12 +96,25 @@ def _report(hybrid: float, one: float) -> dict:
 
 
 def test_the_sentence_suite_targets_follow_the_measurements():
-    good = {t.text: t.met for t in report_mod.unit_targets(_report(24.0, 0.9))}
-    assert good["hybrid <= 0.85 x base left-only"] and good["hybrid < five-shot"]
-    assert good[">= 80% one complete sentence"] and good["completed PPL below both prompted"]
-    bad = {t.text: t.met for t in report_mod.unit_targets(_report(29.0, 0.5))}
-    assert bad["hybrid <= 0.85 x base left-only"] is False
-    assert bad[">= 80% one complete sentence"] is False and bad["hybrid < five-shot"] is False
+    good = {t.text: t.met for t in report_mod.unit_targets(_report(26.0, 0.9))}
+    assert good["hybrid <= 0.9 x base left-only"] and good["hybrid < five-shot"]
+    assert good[">= 85% one complete sentence"] and good["completed PPL below both prompted"]
+    bad = {t.text: t.met for t in report_mod.unit_targets(_report(29.0, 0.8))}
+    assert bad["hybrid <= 0.9 x base left-only"] is False  # 29 > 0.9 x 30
+    assert bad[">= 85% one complete sentence"] is False and bad["hybrid < five-shot"] is False
+
+
+def test_a_phrase_or_word_suite_is_judged_on_fills_without_a_sentence_end():
+    report = _report(24.0, 0.9)
+    suite = report["tasks"]["units"]["suites"].pop("wikipedia/sentence")
+    suite["systems"]["magnet"].update(no_sentence_end_share=0.85, length_ratio=1.2)
+    report["tasks"]["units"]["suites"]["news/word"] = suite
+    met = {t.text: t.met for t in report_mod.unit_targets(report)}
+    assert met[">= 80% with no sentence end inside"] and met["length ratio 0.7-1.5"]
+    suite["systems"]["magnet"].update(no_sentence_end_share=0.7, length_ratio=8.9)
+    met = {t.text: t.met for t in report_mod.unit_targets(report)}
+    assert met[">= 80% with no sentence end inside"] is False
+    assert met["length ratio 0.7-1.5"] is False
 
 
 def test_the_suite_table_prints_its_fills():
@@ -109,3 +122,23 @@ def test_the_suite_table_prints_its_fills():
     lines = "\n".join(report_mod.render_units(report, report_mod.unit_targets(report)))
     assert "### wikipedia/sentence" in lines and "| span PPL, hybrid (left + right) |" in lines
     assert "truth «x»; magnet «y»" in lines
+
+
+def test_the_suite_table_gives_each_share_its_interval_and_the_paired_comparison():
+    report = _report(24.0, 0.9)
+    suite = report["tasks"]["units"]["suites"]["wikipedia/sentence"]
+    suite["systems"]["magnet"]["intervals"] = {"one_sentence_share": [0.81, 0.95]}
+    suite["paired"] = {
+        "magnet vs units2": {
+            "one_sentence_share": {"diff": 0.125, "lo": 0.02, "hi": 0.23, "p": 0.021, "n": 80},
+            "hybrid_ppl": {"ppl_ratio": 0.95, "lo": 0.91, "hi": 0.99, "p": 0.003, "n": 100},
+        }
+    }
+    lines = "\n".join(report_mod.render_units(report, report_mod.unit_targets(report)))
+    row = next(ln for ln in lines.splitlines() if ln.startswith("| exactly one complete"))
+    assert row.endswith("| 90% (81%–95%) |")
+    assert (
+        "Paired, magnet vs units2 (the same cases): exactly one complete sentence +12 points "
+        "(+2 to +23; McNemar p = 0.021); hybrid span PPL x0.950 (0.910–0.990; Wilcoxon "
+        "p = 0.003)." in lines
+    )

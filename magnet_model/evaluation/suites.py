@@ -29,14 +29,8 @@ from ..tokens import word_edges, word_start_table
 from ..units import token_units
 from .fills import fill_tokens, has_sentence_end, is_one_sentence, junk_ids, repeats_ngram
 from .report import PROMPTED_KEYS, PROMPTED_ROWS
-from .scoring import (
-    SpanCase,
-    causal_nll,
-    causal_span_nll,
-    hybrid_span_nll,
-    prompted_span_nll,
-    span_perplexity,
-)
+from .scoring import SpanCase, causal_nll, causal_span_nll, hybrid_span_nll, span_perplexity
+from .stats import paired_nll, paired_shares, share
 
 SUITES = ("sentence", "phrase", "word")
 MIN_LEFT = 16  # tokens of context before a removed unit
@@ -82,47 +76,79 @@ def unit_cases(tokenizer, passages, kind: str, n: int, seed: int, max_tokens: in
     return cases
 
 
-def fill_quality(engine, kind: str, cases: list, results: list, adapter: str | None) -> dict:
-    """What a reader sees of one system's fills of one suite (InfillResult per case)."""
+def fill_flags(engine, kind: str, results: list, adapter: str | None) -> dict[str, list[bool]]:
+    """Per fill (InfillResult per case, one blank each): what a reader sees, as flags, each a
+    share of the suite (with its interval) and compared fill by fill between two adapters.
+    The sentence suite reads one_sentence, the phrase and word suites no_sentence_end."""
     spans = [r.spans[0] for r in results]
     texts = [s.text.strip() for s in spans]
-    lengths = [fill_tokens(engine, t) for t in texts]
-    truth = [c.n_tokens for c in cases]
     junk = junk_ids(engine, adapter)
     written = [s.written_ids if s.written_ids is not None else s.token_ids for s in spans]
+    flags = {
+        "stopped": [not s.capped for s in spans],
+        "repeat_3gram": [repeats_ngram(t) for t in texts],
+        "junk": [not junk.isdisjoint(w) for w in written],
+        "empty": [not t for t in texts],
+    }
+    if kind == "sentence":
+        flags["one_sentence"] = [is_one_sentence(t) for t in texts]
+    else:
+        flags["no_sentence_end"] = [not has_sentence_end(t) for t in texts]
+        flags["stopped_no_sentence_end"] = [
+            not s.capped and not has_sentence_end(t) for s, t in zip(spans, texts, strict=True)
+        ]
+    if adapter is not None:
+        flags["span_end"] = [s.stopped for s in spans]
+    return flags
+
+
+def fill_quality(engine, kind: str, cases: list, results: list, adapter: str | None) -> dict:
+    """What a reader sees of one system's fills of one suite (InfillResult per case): each
+    share (`{flag}_share`) with its 95% interval (`intervals`), the length ratio, and the base
+    model's perplexity of the completed text against the original's; `flags` keeps the
+    per-fill flags for paired comparisons."""
+    flags = fill_flags(engine, kind, results, adapter)
+    texts = [r.spans[0].text.strip() for r in results]
+    lengths = [fill_tokens(engine, t) for t in texts]
+    truth = [c.n_tokens for c in cases]
     originals = [c.left_text + c.span_text + c.right_text for c in cases]
     filled_nll, filled_n = causal_nll(engine, [r.filled for r in results], None, 10**6)
     orig_nll, orig_n = causal_nll(engine, originals, None, 10**6)
-    out = {
-        "n_fills": len(spans),
-        "stopped_share": float(np.mean([not s.capped for s in spans])),
-        "length_ratio": float(np.mean(lengths) / np.mean(truth)),
-        "repeat_3gram_share": float(np.mean([repeats_ngram(t) for t in texts])),
-        "junk_share": float(np.mean([not junk.isdisjoint(w) for w in written])),
-        "empty_share": float(np.mean([not t for t in texts])),
-        "completed_ppl": math.exp(filled_nll / filled_n),
-        "original_ppl": math.exp(orig_nll / orig_n),
-    }
+    out: dict = {"n_fills": len(results), "intervals": {}}
+    for name, values in flags.items():
+        s = share(values)
+        out[f"{name}_share"] = s["share"]
+        out["intervals"][f"{name}_share"] = [s["lo"], s["hi"]]
+    out.update(
+        length_ratio=float(np.mean(lengths) / np.mean(truth)),
+        completed_ppl=math.exp(filled_nll / filled_n),
+        original_ppl=math.exp(orig_nll / orig_n),
+        flags=flags,
+    )
     out["completed_ppl_ratio"] = out["completed_ppl"] / out["original_ppl"]
-    if kind == "sentence":
-        out["one_sentence_share"] = float(np.mean([is_one_sentence(t) for t in texts]))
-    else:
-        out["no_sentence_end_share"] = float(np.mean([not has_sentence_end(t) for t in texts]))
-        out["stopped_no_sentence_end_share"] = float(
-            np.mean(
-                [
-                    not s.capped and not has_sentence_end(t)
-                    for s, t in zip(spans, texts, strict=True)
-                ]
-            )
-        )
-    if adapter is not None:
-        out["span_end_share"] = float(np.mean([s.stopped for s in spans]))
+    return out
+
+
+def paired(first: dict, other: dict, kind: str) -> dict:
+    """Two adapters' results on the same suite (the same cases): share differences with
+    their interval and McNemar p (stats.paired_shares), and the hybrid span PPL ratio with
+    its interval and Wilcoxon p (stats.paired_nll)."""
+    out = {}
+    names = ["one_sentence" if kind == "sentence" else "no_sentence_end", "repeat_3gram",
+             "stopped"]  # fmt: skip
+    for name in names:
+        if name in first["flags"] and name in other["flags"]:
+            out[f"{name}_share"] = paired_shares(first["flags"][name], other["flags"][name])
+    a, b = first.get("span_nll"), other.get("span_nll")
+    if a and b:
+        out["hybrid_ppl"] = paired_nll(a["span"], b["span"], a["tokens"])
     return out
 
 
 def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list]:
-    """One suite of one domain: every system's scores and fills, and the examples."""
+    """One suite of one domain: every system's scores and fills, the paired comparisons of
+    the adapters (the first against each other), and the examples. The prompted baselines
+    come from run.baselines (computed once per set of conditions: baselines.py)."""
     e, z, b = run.engine, run.cfg.sizes, run.cfg.batch_size
     to_fill = cases[: z.unit_fills]
     blanked = [c.blanked("[blank]") for c in to_fill]
@@ -131,17 +157,26 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
     fills: dict[str, list] = {}
     base = {"left_only_ppl": span_perplexity(causal_span_nll(e, cases, None, b))}
     for (key, name), row in zip(PROMPTED_KEYS, PROMPTED_ROWS, strict=True):
-        base[f"{key}_ppl"] = span_perplexity(prompted_span_nll(e, cases, row.shots, max(1, b // 2)))
-        results = [e.infill_prompted(t, shots=row.shots, max_span_tokens=cap) for t in blanked]
+        nll = run.baselines.span_nll(cases, row.shots, max(1, b // 2))
+        base[f"{key}_ppl"] = span_perplexity(nll)
+        results = [run.baselines.fill(t, row.shots, cap) for t in blanked]
         fills[name] = results
         systems[name] = fill_quality(e, kind, to_fill, results, None)
     systems["base"] = base
     for name in magnets:
-        r = {"hybrid_ppl": span_perplexity(hybrid_span_nll(e, cases, name, b))}
+        nll = hybrid_span_nll(e, cases, name, b)
+        r = {
+            "hybrid_ppl": span_perplexity(nll),
+            "span_nll": {"span": [x.span for x in nll], "tokens": [x.n_tokens for x in nll]},
+        }
         results = [e.infill(t, adapter=name, max_span_tokens=cap) for t in blanked]
         fills[name] = results
         r.update(fill_quality(e, kind, to_fill, results, name))
         systems[name] = r
+    comparisons = {
+        f"{first} vs {other}": paired(systems[first], systems[other], kind)
+        for first, other in ((magnets[0], m) for m in magnets[1:])
+    }
     examples = [
         {
             "text": t,
@@ -150,8 +185,15 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
         }
         for i, (t, c) in enumerate(zip(blanked, to_fill, strict=True))
     ][: z.unit_examples]
-    sizes = {"cases": len(cases), "span_tokens_mean": float(np.mean([c.n_tokens for c in cases]))}
-    return {"sizes": sizes, "systems": systems}, examples
+    sizes = {
+        "cases": len(cases),
+        "fills": len(to_fill),
+        "span_tokens_mean": float(np.mean([c.n_tokens for c in cases])),
+    }
+    out = {"sizes": sizes, "systems": systems}
+    if comparisons:
+        out["paired"] = comparisons
+    return out, examples
 
 
 def run_suites(run, passages: dict[str, list[str]], magnets: list[str]) -> dict:
@@ -161,7 +203,7 @@ def run_suites(run, passages: dict[str, list[str]], magnets: list[str]) -> dict:
     out: dict = {"systems": {}, "sizes": {}, "suites": {}, "examples": {}}
     for domain, texts in passages.items():
         n = z.n_news_passages if domain == "news" else z.n_passages
-        for kind in SUITES:
+        for kind in run.cfg.suites:
             run.doing(f"units: {domain} {kind}")
             cases = unit_cases(e.tokenizer, texts, kind, n, run.cfg.seed, z.unit_tokens)
             if not cases:

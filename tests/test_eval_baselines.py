@@ -1,0 +1,73 @@
+"""The prompted baselines' fills and scores are computed once per set of conditions and then
+reused (evaluation/baselines.py), so evaluating a new adapter costs only its own work."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tiny_models import tiny_engine
+
+from magnet_model.evaluation import baselines
+from magnet_model.evaluation.baselines import BaselineCache
+from magnet_model.evaluation.scoring import span_cases
+
+TEXT = "the cat sat on the [blank] . the dog ran in the river ."
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return tiny_engine()
+
+
+def test_a_second_run_reuses_the_fills_and_scores_without_the_model(engine, tmp_path, monkeypatch):
+    passage = " ".join([TEXT.replace("[blank]", "mat")] * 3)
+    cases = span_cases(engine.tokenizer, [passage, passage], 2, 0, 48)
+    assert len(cases) == 2
+    first = BaselineCache(engine, tmp_path)
+    made = first.fill(TEXT, 0, 8)
+    nll = first.span_nll(cases, 5, 2)
+    assert (first.hits, first.misses) == (0, 1 + len(cases))
+
+    def no_model(*a, **k):
+        raise AssertionError("the model ran for a cached baseline")
+
+    monkeypatch.setattr(engine, "infill_prompted", no_model)
+    monkeypatch.setattr(baselines.scoring, "prompted_span_nll", no_model)
+    again = BaselineCache(engine, tmp_path)
+    assert again.fill(TEXT, 0, 8) == made  # every field, the spans' ids and end reasons too
+    assert again.span_nll(cases, 5, 2) == nll
+    assert (again.hits, again.misses) == (1 + len(cases), 0)
+    # another request is not in the cache: the model runs (here: refuses)
+    with pytest.raises(AssertionError, match="the model ran"):
+        again.fill(TEXT, 5, 8)
+
+
+def test_other_conditions_never_read_an_entry(engine, tmp_path, monkeypatch):
+    BaselineCache(engine, tmp_path).fill(TEXT, 0, 8)
+    (file,) = tmp_path.iterdir()
+    assert BaselineCache(tiny_engine(), tmp_path).path == file  # the same seeded weights
+    other = tiny_engine()
+    with torch.no_grad():  # the same model but for one weight
+        other.runner.lm.get_input_embeddings().weight[1, 0] += 0.5
+    assert BaselineCache(other, tmp_path).path != file
+    # a change to the prompts' code gives new keys too
+    monkeypatch.setattr(baselines, "CODE", (*baselines.CODE, "evaluation/stats.py"))
+    assert BaselineCache(engine, tmp_path).path != file
+
+
+def test_a_torn_last_line_is_skipped_and_no_folder_keeps_nothing(engine, tmp_path):
+    cache = BaselineCache(engine, tmp_path)
+    cache.fill(TEXT, 0, 8)
+    with cache.path.open("a") as f:
+        f.write('{"key": "abc", "value": [1, ')  # a run killed while writing
+    reread = BaselineCache(engine, tmp_path)
+    assert len(reread.entries) == 1
+    reread.fill(TEXT, 0, 8)
+    assert reread.hits == 1
+    lines = cache.path.read_text().splitlines()
+    assert json.loads(lines[0])["key"]
+    off = BaselineCache(engine, None)
+    off.fill(TEXT, 0, 8)
+    assert off.path is None and off.misses == 1
