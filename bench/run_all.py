@@ -52,7 +52,9 @@ target on the ratio (or on the value where there is no baseline). Absolute times
 Rating throughput of annotation_db is measured separately by `python bench/bench_ratings.py`
 (`results/ratings.json`); the share of study outputs the checks before inviting flag (chat
 replies of the prompted baselines with and without their re-ask) by
-`python bench/bench_fill_checks.py --items 40` (`results/fill_checks.json`).
+`python bench/bench_fill_checks.py --items 40` (`results/fill_checks.json`); the loop guard of
+MAGNET fills against no guard, on the same unit-suite fills, by
+`python bench/bench_fill_guard.py --adapter DIR` (`results/fill_guard.json`).
 """
 
 

@@ -183,6 +183,14 @@ class ModelSettings(MagnetSettings):
         "on a CPU it is `static`), `auto` (`graph` on CUDA, `eager` on a CPU); also `--decode` "
         "(see docs/performance.md)",
     )
+    fill_no_repeat: int = Field(
+        3,
+        ge=0,
+        le=16,
+        description="MAGNET fills: no n-gram of tokens twice inside one fill (a decode-time "
+        "guard against loops; a token that continues a word is never banned); `0` turns it "
+        "off, to see the model's own output; also `--fill-no-repeat` (see docs/method.md)",
+    )
 
     @field_validator("device")
     @classmethod
@@ -214,6 +222,7 @@ class ModelSpec:
     cache_dir: Path = field(default_factory=default_cache_dir)
     threads: int | None = None
     decode: str = "auto"
+    fill_no_repeat: int = 3  # MAGNET fills' loop guard (inference/guard.py); 0: off
 
     @classmethod
     def from_settings(cls, s: ModelSettings) -> ModelSpec:
@@ -222,7 +231,16 @@ class ModelSpec:
             adapters = parse_adapters(s.adapters)
         else:
             adapters = shipped_adapters() if s.base_model == EMBEDDED else {}
-        return cls(s.base_model, adapters, s.device, s.dtype, s.cache_dir, s.threads, s.decode)
+        return cls(
+            s.base_model,
+            adapters,
+            s.device,
+            s.dtype,
+            s.cache_dir,
+            s.threads,
+            s.decode,
+            s.fill_no_repeat,
+        )
 
     @classmethod
     def from_env(cls) -> ModelSpec:
@@ -240,6 +258,11 @@ class ModelSpec:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
         if self.decode not in DECODES:
             raise ConfigError(f"decode must be one of {', '.join(DECODES)}, not {self.decode!r}.")
+        if not isinstance(self.fill_no_repeat, int) or not 0 <= self.fill_no_repeat <= 16:
+            raise ConfigError(
+                f"fill_no_repeat must be a whole number from 0 (off) to 16, not "
+                f"{self.fill_no_repeat!r}."
+            )
         if not is_device(self.device):
             raise ConfigError(
                 f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}."
@@ -260,4 +283,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
     g.add_argument("--dtype", choices=DTYPES)
     g.add_argument("--decode", choices=DECODES, help="decoding path (MAGNET_DECODE)")
+    g.add_argument(
+        "--fill-no-repeat",
+        type=int,
+        metavar="N",
+        help="MAGNET fills: no n-gram of N tokens twice in one fill; 0: off "
+        "(MAGNET_FILL_NO_REPEAT, default 3)",
+    )
     g.add_argument("--cache-dir", help="cache for de-quantized weights and embeddings")

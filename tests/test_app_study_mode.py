@@ -9,6 +9,7 @@ import pytest
 from app_fixtures import admin_request, make_app
 from tiny_models import tiny_engine
 
+from annotation_db.fills import PROBLEM_NAMES
 from app import studies
 from app.main import build_demo
 
@@ -63,3 +64,31 @@ def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
     demo = build_demo(app)
     titled = [d for d in demo.fns.values() if d.fn is None and d.js and "document.title" in d.js]
     assert len(titled) == 1
+
+
+def test_a_study_keeps_the_loop_guard_it_was_made_with(engine, tmp_path):
+    app = make_app(tmp_path, engine)
+    seen = []
+    real = engine.compare_infill
+
+    def spy(text, systems, **kw):
+        seen.append(kw.get("fill_no_repeat"))
+        return real(text, systems, **kw)
+
+    engine.config.fill_no_repeat = 2
+    try:
+        engine.compare_infill = spy
+        app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
+        _, outputs = app.store.items("g")
+        assert outputs and all(o.decoding["fill_no_repeat"] == 2 for o in outputs)
+        assert seen and set(seen) == {2}
+        # the server's setting changes; remaking flagged outputs keeps the study's guard
+        engine.config.fill_no_repeat = 0
+        seen.clear()
+        n, _ = studies.regenerate_flagged(
+            engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
+        )
+        assert n > 0 and set(seen) == {2}  # the tiny model's fills are flagged
+    finally:
+        engine.compare_infill = real
+        engine.config.fill_no_repeat = None

@@ -706,3 +706,40 @@ def test_a_seeded_output_is_the_cpu_generators_draw(engine, monkeypatch):
             probs = torch.softmax(logits.float() / 1.5, dim=-1)
             assert torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist() == picked
         assert ids(call()) == first
+
+
+def test_fill_guard_stops_a_loop_inside_a_fill_and_can_be_turned_off(engine, tok):
+    ids = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    cat, sat, on, dog = ids("cat sat on dog")
+    # a model that wants "cat sat on" over and over; its second choice is "dog"
+    script = [[cat, dog], [sat, dog], [on, dog]] * 3
+    assert engine.runner.fill_no_repeat == 3  # on by default (ModelSpec)
+    got, _ = _scripted(engine, "a [blank]", script, max_span_tokens=7)
+    assert got == [cat, sat, on, cat, sat, dog, cat]  # "cat sat on" not twice: dog instead
+    engine.config.fill_no_repeat = 0  # off: the model's own loop
+    try:
+        got, _ = _scripted(engine, "a [blank]", script, max_span_tokens=7)
+        assert got == [cat, sat, on, cat, sat, on, cat]
+    finally:
+        engine.config.fill_no_repeat = None
+
+
+def test_fill_guard_bans_what_completes_a_repeat_but_never_a_word_continuation():
+    from magnet_model.inference.guard import repeat_bans, word_continuations
+
+    assert repeat_bans([1, 2, 3, 1, 2], 3) == [3]
+    assert repeat_bans([1, 2, 3, 1, 2], 0) == []
+    assert repeat_bans([1, 2, 1, 2, 1, 2], 3) == [1]
+    assert repeat_bans([5, 5], 2) == [5]
+    assert repeat_bans([1, 2, 3, 1, 2], 3, exempt=[False, False, False, True]) == []
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"Ġthe": 0, "ĠLM": 1, "L": 2, ",": 3, "Ġ,": 4, "ML": 5}
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    cont = word_continuations(PreTrainedTokenizerFast(tokenizer_object=bpe))
+    # "L" and "ML" continue a word (never banned: no made-up words); ",": punctuation is banned
+    assert cont == [False, False, True, False, False, True]
+    assert word_continuations(make_tiny_tokenizer()) == [False] * len(make_tiny_tokenizer())

@@ -135,13 +135,25 @@ class Engine:
         top_p: float = 1.0,
         seed: int | None = None,
         reference: bool = False,
+        fill_no_repeat: int | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
+        fill_no_repeat: the loop guard's n for this request (no n-gram of tokens twice in a
+        span, guard.py; 0: off; None: the engine's setting, MAGNET_FILL_NO_REPEAT).
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
         s = Sampling(do_sample, temperature, top_p, seed)
-        args = (self.runner, text, adapter, marker, max_span_tokens, fixed_lengths, s)
+        args = (
+            self.runner,
+            text,
+            adapter,
+            marker,
+            max_span_tokens,
+            fixed_lengths,
+            s,
+            fill_no_repeat,
+        )
         if reference:
             return infill_reference(*args)
         return self.runner.run_one(infill_lane(*args))
@@ -183,11 +195,13 @@ class Engine:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        fill_no_repeat: int | None = None,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
-        Input errors common to all (no blank, empty text) are raised."""
+        Input errors common to all (no blank, empty text) are raised. fill_no_repeat: the
+        MAGNET fills' loop guard (infill)."""
         s = Sampling(do_sample, temperature, top_p, seed)
         lanes = []
         for system in systems:
@@ -197,7 +211,9 @@ class Engine:
                     self.runner, self.prefixes, text, row.shots, marker, max_span_tokens, s, None
                 )
             else:
-                lane = infill_lane(self.runner, text, system, marker, max_span_tokens, None, s)
+                lane = infill_lane(
+                    self.runner, text, system, marker, max_span_tokens, None, s, fill_no_repeat
+                )
             lanes.append(lane)
         return self.runner.run(lanes)
 

@@ -24,6 +24,7 @@ from ..span_end import SpanEnd
 from ..tokens import TokenRoles
 from .batching import Feed, Lane
 from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks, strip_gaps
+from .guard import repeat_bans
 from .runner import Runner
 from .sampling import Sampling
 
@@ -45,10 +46,20 @@ class InfillJob:
     span_end: SpanEnd
     bos: int | None
     min_tokens: int = 1
+    no_repeat: int = 0  # the loop guard's n (guard.py); 0: off
 
 
-def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_lengths) -> InfillJob:
-    """A validated request: pieces, span limits, the hybrid layout of the context."""
+def infill_job(
+    runner: Runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat=None
+) -> InfillJob:
+    """A validated request: pieces, span limits, the hybrid layout of the context, and the
+    loop guard's n (None: the engine's, Runner.fill_no_repeat)."""
+    if no_repeat is None:
+        no_repeat = runner.fill_no_repeat
+    if isinstance(no_repeat, bool) or not isinstance(no_repeat, int) or not 0 <= no_repeat <= 16:
+        raise InputError(
+            f"fill_no_repeat must be a whole number from 0 (off) to 16, not {no_repeat!r}."
+        )
     pieces = split_blanks(text, marker, runner.config.max_blanks)
     n = len(pieces) - 1
     maxes = per_blank(max_span_tokens, n, "max_span_tokens")
@@ -77,7 +88,17 @@ def infill_job(runner: Runner, text, marker, adapter, max_span_tokens, fixed_len
     is_fixed = [f is not None for f in fixed]
     span_end = runner.span_end(adapter)
     return InfillJob(
-        stripped, typed_gaps, piece_ids, seq, gaps, limits, is_fixed, roles, span_end, bos
+        stripped,
+        typed_gaps,
+        piece_ids,
+        seq,
+        gaps,
+        limits,
+        is_fixed,
+        roles,
+        span_end,
+        bos,
+        no_repeat=no_repeat,
     )
 
 
@@ -87,13 +108,17 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
 
     A span ends when the model predicts <span_end> ("end"), when its last tokens repeat
     the start of the text after its blank ("joined": it ran into the right context; the
-    repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed")."""
+    repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed"). With
+    the loop guard on (job.no_repeat = n > 0) no span completes an n-gram of tokens it
+    already holds (guard.py)."""
     n = len(job.limits)
     end = job.roles.span_end
     span_end = job.span_end
     banned = runner.special_ids(job.roles)
     join = runner.config.stop_at_right_context
     rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
+    no_repeat = job.no_repeat
+    exempt = runner.word_continuations if no_repeat > 0 else None
     generated: list[list[int]] = [[] for _ in range(n)]
     reasons = [""] * n
     active = list(range(n))
@@ -107,6 +132,10 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
                 # a span that began with the text after its blank would be trimmed to
                 # nothing: the blank is there because something is missing
                 logits[row, rights[k][0]] = float("-inf")
+            if no_repeat > 0:
+                bans = repeat_bans(generated[k], no_repeat, exempt)
+                if bans:
+                    logits[row, bans] = float("-inf")
         picks = s.pick(logits).tolist()
         still = []
         for k, tok in zip(active, picks, strict=True):
@@ -200,11 +229,18 @@ def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec
 
 
 def infill_lane(
-    runner: Runner, text, adapter, marker, max_span_tokens, fixed_lengths, sampling: Sampling
+    runner: Runner,
+    text,
+    adapter,
+    marker,
+    max_span_tokens,
+    fixed_lengths,
+    sampling: Sampling,
+    no_repeat: int | None = None,
 ) -> Lane:
     """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
     t0 = time.perf_counter()
-    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths)
+    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat)
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
     lane = Lane(name, None)
@@ -220,11 +256,18 @@ def infill_lane(
 
 
 def infill_reference(
-    runner: Runner, text, adapter, marker, max_span_tokens, fixed_lengths, sampling: Sampling
+    runner: Runner,
+    text,
+    adapter,
+    marker,
+    max_span_tokens,
+    fixed_lengths,
+    sampling: Sampling,
+    no_repeat: int | None = None,
 ) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
     t0 = time.perf_counter()
-    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths)
+    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat)
     s = sampling.start()
     with runner.using(adapter) as name:
         generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))

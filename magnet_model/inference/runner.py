@@ -29,6 +29,7 @@ from ..role_rows import RoleRows
 from ..span_end import SpanEnd
 from ..tokens import TokenRoles, bos_of, choose_token_roles
 from .batching import Lane, run_lanes
+from .guard import word_continuations
 from .multi_lora import RowLora, peft_rows
 from .static_decode import StaticDecoder
 
@@ -48,6 +49,9 @@ class EngineConfig:
     # a span stops where its text runs into the right context (reason "joined"); off: only
     # <span_end> or the length limit end it (to measure what the model does on its own)
     stop_at_right_context: bool = True
+    # MAGNET fills: no n-gram of tokens twice in one span (guard.py; 0: off, the model's own
+    # output); None: the model spec's (MAGNET_FILL_NO_REPEAT, --fill-no-repeat; default 3)
+    fill_no_repeat: int | None = None
     # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
     # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
     # default "auto"). See static_decode.py.
@@ -91,6 +95,7 @@ class Runner:
         self._never_text: list[int] | None = None  # never in any generated text
         self._ties: dict[int, tuple[int, ...]] = {}  # token -> its head-row tie
         self._row_loras: dict[tuple, RowLora | None] = {}  # stacked LoRA for mixed batches
+        self._continuations: list[bool] | None = None  # guard.word_continuations
         cap = getattr(self.lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
         decode = self.config.decode or loaded.spec.decode
@@ -145,6 +150,19 @@ class Runner:
         ids |= roles.special_ids() | {roles.sentence_end, roles.pad}
         ids |= set(self.never_text_ids) | set(self.tie(roles.span_end))
         return sorted(i for i in ids if i != roles.span_end and i < len(self.tokenizer))
+
+    @property
+    def fill_no_repeat(self) -> int:
+        """The fill guard's n (guard.py): the engine's setting, else the model spec's."""
+        n = self.config.fill_no_repeat
+        return self.loaded.spec.fill_no_repeat if n is None else n
+
+    @property
+    def word_continuations(self) -> list[bool]:
+        """guard.word_continuations of this tokenizer (computed once)."""
+        if self._continuations is None:
+            self._continuations = word_continuations(self.tokenizer)
+        return self._continuations
 
     @property
     def undertrained_ids(self) -> list[int]:

@@ -1,0 +1,137 @@
+"""The loop guard of MAGNET fills, chosen by measurement (issue 35, point 2).
+
+    python bench/bench_fill_guard.py --adapter checkpoints/magnet-v2 [--fills 80]
+        [--suites sentence,phrase,word] [--domains wikipedia,news] [--settings 0,3,4,3-plain]
+
+The evaluator's unit suites (the same held-out cases, seeded), each filled greedily by one
+adapter under every guard setting: 0 (off, the model's own output), n (no n-gram of tokens twice
+in a fill, a token that continues a word never banned: inference/guard.py) and n-plain (the same
+ban on every token, transformers' no_repeat_ngram_size). Per suite and setting: the share of
+fills with a repeated word 3-gram, exactly one complete sentence (sentence suite) or no sentence
+end (phrase, word), stopped before the cap, and the length against the truth, each share with
+its 95% interval; against "off", each difference on the same fills with its interval and
+McNemar p. Span PPL is the same under every setting by construction (scoring reads the true
+span; the guard only changes what is decoded), so it is not re-measured.
+Writes bench/results/fill_guard.json (the table, every fill's flags and text) and prints the
+table (Markdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import Row, write_report
+
+from magnet_model.evaluation.fills import fill_tokens
+from magnet_model.evaluation.stats import paired_shares, share
+from magnet_model.evaluation.suites import SUITES, fill_flags, unit_cases
+
+CAP = 64
+
+
+def setting(name: str) -> tuple[int, bool]:
+    """'3' -> (3, word-aware), '3-plain' -> (3, every token), '0' -> off."""
+    n, _, plain = name.partition("-")
+    return int(n), plain == "plain"
+
+
+def fill_all(engine, adapter: str, cases: list, name: str) -> list:
+    n, plain = setting(name)
+    runner = engine.runner
+    saved = runner._continuations
+    if plain:  # the ban on every token: no token counts as a word's continuation
+        runner._continuations = [False] * len(engine.tokenizer)
+    try:
+        return [
+            engine.infill(
+                c.blanked("[blank]"), adapter=adapter, max_span_tokens=CAP, fill_no_repeat=n
+            )
+            for c in cases
+        ]
+    finally:
+        runner._continuations = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--adapter", required=True, help="the MAGNET adapter folder to fill with")
+    p.add_argument("--fills", type=int, default=80, help="cases per suite and domain")
+    p.add_argument("--suites", default=",".join(SUITES))
+    p.add_argument("--domains", default="wikipedia,news")
+    p.add_argument("--settings", default="0,3,4,3-plain")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default="fill_guard")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from magnet_model.data import lee_background_docs, wikipedia_paragraphs
+    from magnet_model.inference.engine import Engine
+    from magnet_model.settings import ModelSpec
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    engine = Engine.from_spec(ModelSpec(adapters={"magnet": args.adapter}))
+    sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
+    names = [s.strip() for s in args.settings.split(",") if s.strip()]
+    report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
+    rows: list[Row] = []
+    lines = ["| suite | setting | " + " | ".join(_HEAD) + " |", "|---|---|" + "---|" * len(_HEAD)]
+    t0 = time.perf_counter()
+    for domain in args.domains.split(","):
+        passages = sources[domain]()
+        for kind in args.suites.split(","):
+            cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+            truth = sum(c.n_tokens for c in cases)
+            key = f"{domain}/{kind}"
+            per: dict = {}
+            for name in names:
+                results = fill_all(engine, "magnet", cases, name)
+                flags = fill_flags(engine, kind, results, "magnet")
+                written = sum(fill_tokens(engine, r.spans[0].text.strip()) for r in results)
+                per[name] = {
+                    "flags": flags,
+                    "length_ratio": written / truth,
+                    "fills": [r.spans[0].text.strip() for r in results],
+                }
+            off = per.get("0")
+            for name, r in per.items():
+                shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
+                cells = []
+                for flag in ("repeat_3gram", shape, "stopped"):
+                    s = share(r["flags"][flag])
+                    cell = f"{s['share']:.0%} ({s['lo']:.0%}–{s['hi']:.0%})"
+                    if off is not None and name != "0":
+                        d = paired_shares(r["flags"][flag], off["flags"][flag])
+                        cell += f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})"
+                        r.setdefault("paired_vs_off", {})[flag] = d
+                    cells.append(cell)
+                cells.append(f"{r['length_ratio']:.2f}")
+                lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
+                if off is not None and name != "0":
+                    rows.append(
+                        Row(
+                            f"{key}: fills with a repeated 3-gram, guard {name} vs off",
+                            sum(r["flags"]["repeat_3gram"]) / len(cases),
+                            "share",
+                            sum(off["flags"]["repeat_3gram"]) / len(cases),
+                            "guard off, same fills",
+                        )
+                    )
+            report["suites"][key] = per
+    table = "\n".join(lines)
+    print(table)
+    report["table"] = table
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    runner = engine.runner
+    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    return 0
+
+
+_HEAD = ("repeated 3-gram", "one sentence / no sentence end", "stopped", "length / truth")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
