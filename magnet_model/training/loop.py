@@ -10,12 +10,12 @@ import shutil
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from ..adapter_meta import AdapterMeta, save_meta
+from ..adapter_meta import save_meta
 from ..errors import ConfigError, MagnetError
 from ..role_rows import RoleRows
 from ..settings import ModelSpec
@@ -32,8 +32,9 @@ from .config import LOG_FILE, OBJECTIVES, TOKEN_OBJECTIVES, TrainConfig, validat
 from .corpus import Draws, Example, load_corpus
 from .distributed import Ranks, setup, teardown
 from .objectives import attention_dropout, masked_view_terms, sscl_loss
-from .run import TrainingRun, trained_params
+from .run import TrainingRun, run_meta, trained_params
 from .views import collate_masked, collate_sentences, masked_example, replacement_vocab
+from .watch import sts_spearman, sts_watch
 
 
 def wrap_lora(model, cfg: TrainConfig):
@@ -184,6 +185,7 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
         own = [run.examples[i] for i in run.draws.sentence_batch(draw, ranks.world)]
         own = own[ranks.rank * pairs : (ranks.rank + 1) * pairs]
         texts, positives = sentence_pairs(own, cfg.sscl_max_length or cfg.max_length)
+        keep: dict = {}
         sb = collate_sentences(texts, positives, run.instruction_ids, run.roles, run.bos)
         sb = sb.to(run.device)
         # dropout stays on through backward: gradient checkpointing re-runs the forward there
@@ -198,11 +200,15 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                     run.mask_dtype,
                     gather=ranks.gather_rows if ranks.distributed else None,
                     offset=ranks.rank * pairs,
+                    negatives=run.queue,
+                    keep=keep,
                 )
             # the global loss is the mean of the ranks' (each a mean over as many texts)
             (weights["sscl"] * loss / (cfg.grad_accum * ranks.world)).backward()
         value = ranks.all_sum(loss.detach().double().reshape(1)) / ranks.world
         out["sscl"] = value.item()
+        if cfg.sscl_queue:  # every rank queues the global batch's positives alike
+            run.push_queue(keep["positives"])
     return out
 
 
@@ -303,6 +309,9 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         autocast_dtype=autocast_dtype(cfg, device),
         role_rows=role_rows,
         ranks=ranks,
+        watch=sts_watch(tokenizer, cfg.watch_sts, cfg.seed, cfg.sscl_max_length or cfg.max_length)
+        if cfg.watch_sts
+        else None,
     )
 
 
@@ -325,26 +334,7 @@ def _write_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
         card.unlink(missing_ok=True)
     if run.role_rows is not None:
         run.role_rows.save(cfg.output)
-    training = asdict(cfg)
-    training.update(
-        bos=run.bos,
-        steps_done=steps_done,
-        complete=steps_done >= cfg.total_steps,
-        train_seconds=round(seconds, 1),
-        n_texts=len(run.examples),
-        world_size=run.ranks.world,
-        global_batch=cfg.batch_size * cfg.grad_accum * run.ranks.world,
-    )
-    meta = AdapterMeta(
-        token_roles=run.roles,
-        attention=cfg.attention,
-        objectives=list(cfg.objectives),
-        instruction=cfg.instruction,
-        pooling=cfg.pooling,
-        training=training,
-        gap=cfg.gap_rule,
-    )
-    save_meta(cfg.output, meta)
+    save_meta(cfg.output, run_meta(run, steps_done, seconds))
 
 
 def train(cfg: TrainConfig, spec: ModelSpec) -> Path:
@@ -396,6 +386,10 @@ def _train(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks) -> Path:
             record = train_step(run, step, optimizer, scheduler)
             step += 1
             record["seconds"] = round(time.perf_counter() - t, 3)
+            # every rank agrees whether the time is up (each then watches and saves alike)
+            timed_out = ranks.agree(deadline is not None and time.monotonic() > deadline)
+            if run.watch is not None and (step % cfg.save_every == 0 or step == end or timed_out):
+                record["sts_dev"] = round(sts_spearman(run, run.watch), 2)
             if log is not None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
@@ -405,7 +399,7 @@ def _train(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks) -> Path:
                 raise MagnetError(f"The loss became NaN at step {step}; lower --lr.")
             if step % cfg.save_every == 0 and step < end:
                 save_checkpoint(run, step, optimizer, scheduler)
-            if ranks.agree(deadline is not None and time.monotonic() > deadline):
+            if timed_out:
                 break
     bar.close()
     if step > start:

@@ -137,15 +137,25 @@ def info_nce(
     temperature: float = 0.05,
     gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
     offset: int = 0,
+    negatives: torch.Tensor | None = None,
+    keep: dict | None = None,
 ) -> torch.Tensor:
     """SimCSE's loss: each x must pick its own x+ among the batch's positives.
 
     gather: the positives of every rank, in rank order (distributed.Ranks.gather_rows), whose
     rows `offset` .. `offset` + len(z1) are this rank's own z2: the negatives then span the
-    global batch, as one process's batch of them all would."""
+    global batch, as one process's batch of them all would.
+    negatives: more candidates that are no one's positive (normalised vectors, no gradient:
+    the queue of earlier steps' positives, --sscl-queue), after the batch's own.
+    keep: if given, keep["positives"] gets the batch's normalised candidates, detached (what
+    the queue takes in)."""
     z1 = F.normalize(z1.float(), dim=-1)
     z2 = F.normalize(z2.float(), dim=-1)
     candidates = z2 if gather is None else gather(z2)
+    if keep is not None:
+        keep["positives"] = candidates.detach()
+    if negatives is not None and len(negatives):
+        candidates = torch.cat([candidates, negatives.to(candidates.device, candidates.dtype)])
     logits = z1 @ candidates.T / temperature
     return F.cross_entropy(logits, offset + torch.arange(z1.shape[0], device=z1.device))
 
@@ -159,9 +169,11 @@ def sscl_loss(
     mask_dtype: torch.dtype | None = None,
     gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
     offset: int = 0,
+    negatives: torch.Tensor | None = None,
+    keep: dict | None = None,
 ) -> torch.Tensor:
     """InfoNCE between the first and second half of the batch (x rows, then x+ rows); gather
-    and offset: the negatives of every rank (info_nce).
+    and offset: the negatives of every rank; negatives, keep: the queue (info_nce).
 
     For SimCSE positives (x+ = x) run this under `attention_dropout(model, p)` and keep that
     context open through backward (gradient checkpointing recomputes the forward there).
@@ -169,7 +181,7 @@ def sscl_loss(
     hidden = encode(model, batch.input_ids, batch.attention_mask, mode, mask_dtype=mask_dtype)
     z = pool(hidden, batch.pool_mask, pooling)
     half = z.shape[0] // 2
-    return info_nce(z[:half], z[half:], temperature, gather, offset)
+    return info_nce(z[:half], z[half:], temperature, gather, offset, negatives, keep)
 
 
 @contextmanager
