@@ -423,6 +423,7 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     argv += ["--n-sts", "40", "--n-prompts", "1", "--n-open-prompts", "0"]
     argv += ["--max-new-tokens", "16", "--n-ppl", "2", "--n-retrieval", "15"]
     argv += ["--n-probe-train", "20", "--n-probe-test", "8"]
+    argv += ["--baseline-cache", str(tmp_path / "baselines")]  # not the user's cache
     assert ev.main(argv) == 0
     report = json.loads((tmp_path / "results.json").read_text())
     t = report["tasks"]
@@ -462,7 +463,7 @@ def test_heldout_file_replaces_wikipedia_for_infill_repetition_and_knowledge(tmp
     out = tmp_path / "out"
     argv = ["--quick", "--tasks", "infill,repetition,knowledge", "--systems", "base,magnet"]
     argv += ["--heldout", str(held), "--output", str(out), "--no-progress", "--n-passages", "2"]
-    argv += ["--n-open-prompts", "0", "--max-new-tokens", "8"]
+    argv += ["--n-open-prompts", "0", "--max-new-tokens", "8", "--no-baseline-cache"]
     assert ev.main(argv, engine=tiny_engine()) == 0
     tasks = json.loads((out / "results.json").read_text())["tasks"]
     assert tasks["infill"]["systems"]["magnet"]["hybrid_ppl"] > 0
