@@ -140,13 +140,36 @@ def test_card_cli_writes_the_readme_with_the_given_base(trained, capsys):
     argv = [
         str(trained),
         "--command",
-        "python -m magnet_model.training.train ...",
+        "python -m magnet_model.training.train --output x --stage1-steps 2",
         "--hardware",
         "hw",
+        "--note",
+        "Stopped by hand at step 1.",
     ]
     assert card.main([*argv, "--base-model", base]) == 0
     written = ModelCard.load(trained / "README.md")
     assert f"| base model | {base} |" in written.text and written.data.library_name == "peft"
+    assert "--stage1-steps 2\n```\n\nStopped by hand at step 1.\n" in written.text
+
+
+@pytest.mark.parametrize(
+    "command, why",
+    [
+        ("python -m magnet_model.training.train --output x  (stopped by hand)", "unrecognized"),
+        ("python -m magnet_model.training.train --output x --cpu-bf16 (stopped", "Truthy"),
+        ("python -m magnet_model.training.train --output x --objectives mntp,nope", "nope"),
+        ("train --output x", "must start with"),
+    ],
+)
+def test_card_refuses_a_command_that_would_not_run_as_written(trained, capsys, command, why):
+    from magnet_model.training import card
+
+    before = (trained / "README.md").read_text() if (trained / "README.md").exists() else None
+    assert card.main([str(trained), "--command", command, "--hardware", "hw"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --command" in err and why in err, err
+    after = (trained / "README.md").read_text() if (trained / "README.md").exists() else None
+    assert after == before  # nothing written
 
 
 def test_card_names_the_role_tokens_and_a_calibration(trained, tmp_path):

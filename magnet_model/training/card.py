@@ -149,7 +149,12 @@ def final_losses(log: list[dict], last: int = 10) -> dict[str, float]:
 
 
 def render_card(
-    adapter: Path, command: str, hardware: str, tokenizer, base: str | None = None
+    adapter: Path,
+    command: str,
+    hardware: str,
+    tokenizer,
+    base: str | None = None,
+    note: str | None = None,
 ) -> str:
     """The card's text (metadata block + body); `base` as in base_model_of."""
     meta = load_meta(adapter)
@@ -263,6 +268,7 @@ def render_card(
         command,
         "```",
         "",
+        *([note, ""] if note else []),
         "Loss curves:",
         "",
     ]
@@ -292,20 +298,48 @@ def _calibration(c: dict) -> str:
     )
 
 
+def check_command(command: str) -> None:
+    """A card's command must run as written: the trainer's own parser and checks accept it
+    (words about the run go in --note, never after the command)."""
+    import contextlib
+    import io
+    import shlex
+
+    from .config import ConfigError, build_parser, config_from_args, validate
+
+    prefix = "python -m magnet_model.training.train"
+    if not command.startswith(prefix + " "):
+        raise MagnetError(f"--command must start with {prefix!r}")
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            validate(
+                config_from_args(build_parser().parse_args(shlex.split(command[len(prefix) :])))
+            )
+    except (SystemExit, ValueError, ConfigError) as e:
+        why = err.getvalue().strip().splitlines()[-1:] or [str(e)]
+        raise MagnetError(f"--command does not parse as a training command: {why[0]}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("adapter", help="adapter directory written by magnet_model.training.train")
     parser.add_argument("--command", required=True, help="the exact training command")
+    parser.add_argument(
+        "--note", help="what happened besides the command (stopped by hand, calibrated after)"
+    )
     parser.add_argument("--hardware", help="where it trained (default: this machine)")
     add_model_args(parser)  # the base the adapter was trained on (its tokenizer replays the data)
     args = parser.parse_args(argv)
     adapter = Path(args.adapter)
     try:
+        check_command(args.command)
         spec = ModelSpec.from_args(args)
         spec.adapters, spec.device = {}, "cpu"
         _, tokenizer, _ = load_base(spec)
         hardware = args.hardware or one_line(describe())
-        card = ModelCard(render_card(adapter, args.command, hardware, tokenizer, spec.base))
+        text = render_card(adapter, args.command, hardware, tokenizer, spec.base, args.note)
+        card = ModelCard(text)
     except MagnetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
