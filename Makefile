@@ -62,5 +62,5 @@ SPACE_DIR ?= build/zerogpu-space
 zerogpu-space:
 	rm -rf $(SPACE_DIR)
 	mkdir -p $(SPACE_DIR)
-	git archive HEAD space.py app annotation_db magnet_model adapters | tar -x -C $(SPACE_DIR)
+	git archive HEAD space.py app annotation_db magnet_model textrules adapters | tar -x -C $(SPACE_DIR)
 	cp deploy/zerogpu/README.md deploy/zerogpu/requirements.txt $(SPACE_DIR)/

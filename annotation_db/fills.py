@@ -8,8 +8,9 @@ outputs have each of these problems, with examples, and the admin can make a fla
 again or drop its item before raters are invited (``AnnotationStore.revise_outputs``).
 
 The rules, per fill of a regular item (attention checks are made by us, not by a system),
-pure text (no model): they live here, in the store's package, so that the app (which imports
-this package) and the report (part of it) read the same rules.
+pure text (no model): the study's own ones live here, in the store's package, so that the app
+(which imports this package) and the report (part of it) read the same rules; what a chat
+reply, a copy and a repeat are comes from textrules, which magnet_model reads too.
 - empty: no letter or digit in it (blank, or quotes and punctuation alone);
 - overlong: more than OVERLONG_RATIO times the words of the span it replaces, where the item
   keeps its original span(s);
@@ -33,15 +34,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+# The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS and
+# MIN_COPY_WORDS, REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
+from textrules import COPY_WORDS, has_repeats, is_chat_reply, is_copy
+from textrules import MARKER as MARKER
+from textrules import REPEAT_WORDS as REPEAT_NGRAM
+
 from .views import ItemIn, OutputIn
 
 OVERLONG_RATIO = 3  # a fill of more than 3x the removed span's words is overlong
-COPY_WORDS = 6  # a run of this many words of the item's text, copied into a fill
-MIN_COPY_WORDS = 3  # a fill this long or longer that is wholly a run of the item's text
-REPEAT_NGRAM = 4  # a run of this many words occurring twice in one fill
 N_EXAMPLES = 3  # examples kept per system and problem
 EXAMPLE_CHARS = 160  # an example's fill is cut here
-MARKER = "[blank]"  # the app's blank; removed from an item's text before the copy check
 
 # (name, what it means for the admin), in the order they are shown
 PROBLEMS: tuple[tuple[str, str], ...] = (
@@ -55,50 +58,6 @@ PROBLEMS: tuple[tuple[str, str], ...] = (
 PROBLEM_NAMES = tuple(p for p, _ in PROBLEMS)
 
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*$")
-# A reply to the prompt rather than text for the gap: the assistant talking about the task,
-# itself or the reader. Matched case-insensitively, on word boundaries.
-CHAT_PHRASES = (
-    r"i(?:'| a)?m (?:ready|happy|glad|here) to (?:help|assist)",
-    r"i(?:'d| would) be (?:happy|glad) to (?:help|assist)",
-    r"(?:how|what) can i (?:help|do for you)",
-    r"i can help",
-    r"(?:help|assist) you",
-    r"designed to (?:help|assist)",
-    r"what(?:'s| is) your (?:next )?(?:question|text)",
-    r"you(?:'d| would) like me to",
-    r"you are (?:correct|right|asked)",
-    r"let me know if",
-    r"please (?:provide|go ahead|share the|give me|fill|ensure)",
-    r"i(?:'| a)?m sorry",
-    r"i (?:cannot|can't|am unable to|'m unable to) (?:help|assist|fill|provide|complete|answer)",
-    r"i will (?:add|replace|fill|rephrase|reorder|rewrite|provide)",
-    r"(?:as |i am |i'm )?(?:an?|the) (?:[\w-]+ )?ai\b",
-    r"(?:ai|language) model",
-    r"(?:ai|virtual|helpful) assistant",
-    r"^\W*(?:sure|certainly|of course|okay|ok|alright)\b[,!.]",
-    r"^\W*reply\s*:",
-    r"here(?:'s| is| are) (?:the|a|an|your|my) (?:\w+ )?"
-    r"(?:missing|answer|text|filled|completed|sentence|version|words?|blank|breakdown|revised"
-    r"|corrected|summary)",
-    r"fill(?:ed|ing)? in the blanks?",
-    r"(?:the|your|this) (?:missing|removed|incorrect|correct) (?:answer|words?|text|sentence|part"
-    r"|span)",
-    r"no missing words?",
-    r"the blank",
-    r"(?:a|the|this) blank space",
-    r"your (?:answer|text|question|response|request|interpretation|editing)",
-    r"(?:the|this) (?:given|above|following|original|provided) (?:text|passage|sentence)",
-    r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"
-    r"|requires|is asking|asks|has)\b",
-    r"(?:great|good|nice) summary",
-    r"bullet points?",
-    r"___",
-    r"smollm\d*",
-    r"hugging ?face",
-    r"chatgpt|openai",
-)
-_CHAT = re.compile(r"(?<!\w)(?:" + "|".join(CHAT_PHRASES) + r")(?!\w)", re.IGNORECASE)
-_WORD = re.compile(r"[\w'’-]+")
 
 
 @dataclass(frozen=True)
@@ -180,39 +139,6 @@ def ends_sentence(text: str) -> bool:
 def is_unfinished(fill: str, original: str | None) -> bool:
     """The removed span was a sentence and the fill does not end one (False when unknown)."""
     return bool(original) and ends_sentence(original) and not ends_sentence(fill)
-
-
-def is_chat_reply(fill: str, context: str = "") -> bool:
-    """An assistant's phrase in the fill that the item's own text does not hold."""
-    said = {m.group(0).lower() for m in _CHAT.finditer(fill)}
-    return bool(said - {m.group(0).lower() for m in _CHAT.finditer(context)})
-
-
-def _words(text: str) -> list[str]:
-    return [w.lower().strip("'’-") for w in _WORD.findall(text)]
-
-
-def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-def is_copy(fill: str, context: str) -> bool:
-    """A run of COPY_WORDS words of the context in the fill, or a fill of MIN_COPY_WORDS or
-    more words that is wholly a run of the context."""
-    fw, cw = _words(fill), _words(context.replace(MARKER, " "))
-    if len(fw) < MIN_COPY_WORDS:
-        return False
-    n = min(COPY_WORDS, len(fw))
-    return bool(_ngrams(fw, n) & _ngrams(cw, n))
-
-
-def has_repeats(fill: str) -> bool:
-    """A run of REPEAT_NGRAM words twice, or one word three times in a row."""
-    w = _words(fill)
-    if any(w[i] == w[i + 1] == w[i + 2] for i in range(len(w) - 2)):
-        return True
-    grams = [tuple(w[i : i + REPEAT_NGRAM]) for i in range(len(w) - REPEAT_NGRAM + 1)]
-    return len(grams) != len(set(grams))
 
 
 def fill_problems(fill: str, original: str | None, context: str) -> set[str]:

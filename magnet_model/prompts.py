@@ -13,8 +13,9 @@ five-shot, both give short answers of the right kind, the chat form more often f
 where a sentence is missing.
 
 A reply that is a chat turn instead of the missing words ("I'm ready to help. What's your next
-question?", "SmolLM.": is_chat_reply, CHAT_PHRASES) is asked again once by the baseline
-(inference/prompted.py), its new reply starting with the last words before the blank.
+question?", "SmolLM.": is_chat_reply, the rule annotation_db's study checks read too, from
+textrules) is asked again once by the baseline (inference/prompted.py), its new reply starting
+with the last words before the blank.
 
 In the prompt the blank is shown as ___ whatever marker the user typed; with several blanks
 the model fills them left to right, seeing earlier answers in place and later blanks as "...".
@@ -23,6 +24,8 @@ the model fills them left to right, seeing earlier answers in place and later bl
 from __future__ import annotations
 
 import re
+
+from textrules import is_chat_reply as is_chat_reply  # prompted.py calls it here
 
 BLANK = "___"
 LATER_BLANK = "..."
@@ -100,51 +103,6 @@ _PREAMBLE = re.compile(
 # "Sure!", "Certainly." ... before a preamble or the answer (a chat model's opening word)
 _INTERJECTION = re.compile(r"^(sure|certainly|of course)\s*[!.,]\s*", re.IGNORECASE)
 
-# A reply that talks to the reader instead of filling the blank: an assistant's phrase ("I'm
-# ready to help", "fill in the blank", a model's name such as "SmolLM"). The same list as
-# annotation_db/fills.py, which checks stored study outputs with it (the two libraries never
-# import each other; tests/test_fill_checks.py keeps the two lists equal).
-CHAT_PHRASES = (
-    r"i(?:'| a)?m (?:ready|happy|glad|here) to (?:help|assist)",
-    r"i(?:'d| would) be (?:happy|glad) to (?:help|assist)",
-    r"(?:how|what) can i (?:help|do for you)",
-    r"i can help",
-    r"(?:help|assist) you",
-    r"designed to (?:help|assist)",
-    r"what(?:'s| is) your (?:next )?(?:question|text)",
-    r"you(?:'d| would) like me to",
-    r"you are (?:correct|right|asked)",
-    r"let me know if",
-    r"please (?:provide|go ahead|share the|give me|fill|ensure)",
-    r"i(?:'| a)?m sorry",
-    r"i (?:cannot|can't|am unable to|'m unable to) (?:help|assist|fill|provide|complete|answer)",
-    r"i will (?:add|replace|fill|rephrase|reorder|rewrite|provide)",
-    r"(?:as |i am |i'm )?(?:an?|the) (?:[\w-]+ )?ai\b",
-    r"(?:ai|language) model",
-    r"(?:ai|virtual|helpful) assistant",
-    r"^\W*(?:sure|certainly|of course|okay|ok|alright)\b[,!.]",
-    r"^\W*reply\s*:",
-    r"here(?:'s| is| are) (?:the|a|an|your|my) (?:\w+ )?"
-    r"(?:missing|answer|text|filled|completed|sentence|version|words?|blank|breakdown|revised"
-    r"|corrected|summary)",
-    r"fill(?:ed|ing)? in the blanks?",
-    r"(?:the|your|this) (?:missing|removed|incorrect|correct) (?:answer|words?|text|sentence|part"
-    r"|span)",
-    r"no missing words?",
-    r"the blank",
-    r"(?:a|the|this) blank space",
-    r"your (?:answer|text|question|response|request|interpretation|editing)",
-    r"(?:the|this) (?:given|above|following|original|provided) (?:text|passage|sentence)",
-    r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"
-    r"|requires|is asking|asks|has)\b",
-    r"(?:great|good|nice) summary",
-    r"bullet points?",
-    r"___",
-    r"smollm\d*",
-    r"hugging ?face",
-    r"chatgpt|openai",
-)
-_CHAT_REPLY = re.compile(r"(?<!\w)(?:" + "|".join(CHAT_PHRASES) + r")(?!\w)", re.IGNORECASE)
 _PUNCT = ".,;:!?"
 _QUOTES = "\"'`“”‘’"
 _DOUBLE_QUOTES = '"“”'
@@ -178,13 +136,6 @@ def read_answer(raw: str, left: str, right: str) -> tuple[str, bool]:
     if not any(c.isalnum() for c in answer):  # quotes or punctuation alone fill nothing
         answer = ""
     return answer, joined
-
-
-def is_chat_reply(answer: str, text: str = "") -> bool:
-    """The answer holds an assistant's phrase (CHAT_PHRASES) that the text around the blank
-    does not: a chat turn, not the missing words."""
-    said = {m.group(0).lower() for m in _CHAT_REPLY.finditer(answer)}
-    return bool(said - {m.group(0).lower() for m in _CHAT_REPLY.finditer(text)})
 
 
 def _drop_unpaired_quotes(answer: str) -> str:

@@ -134,6 +134,13 @@ def test_make_zerogpu_space_builds_a_gradio_sdk_space(tmp_path):
     assert (out / "requirements.txt").read_text() == (
         ROOT / "deploy/zerogpu/requirements.txt"
     ).read_text()
-    for folder in ("app", "annotation_db", "magnet_model", "adapters/magnet", "adapters/llm2vec"):
+    for folder in (
+        "app",
+        "annotation_db",
+        "magnet_model",
+        "textrules",
+        "adapters/magnet",
+        "adapters/llm2vec",
+    ):
         assert (out / folder).is_dir(), folder
     assert not (out / "Dockerfile").exists() and not (out / "tests").exists()

@@ -1,14 +1,13 @@
 """How a fill reads, measured on its text: its length as a reader counts it, tokens that are
 no text, whether it is one complete sentence, holds a sentence end, or repeats itself (the
-evaluator's infill task and its unit suites, evaluation/suites.py)."""
+evaluator's infill task and its unit suites, evaluation/suites.py). The repeat rule,
+repeats_ngram, lives in textrules next to the one annotation_db's study checks use."""
 
 from __future__ import annotations
 
-import re
+from textrules import repeats_ngram as repeats_ngram  # suites.py and bench/ import it here
 
 from ..units import ends_sentence, sentence_spans
-
-_WORD = re.compile(r"\w+(?:['’]\w+)*")
 
 
 def fill_tokens(engine, text: str) -> int:
@@ -46,10 +45,3 @@ def has_sentence_end(text: str) -> bool:
     have: it would close the sentence it sits in)."""
     text = text.strip()
     return bool(text) and (ends_sentence(text) or len(sentence_spans(text)) > 1)
-
-
-def repeats_ngram(text: str, n: int = 3) -> bool:
-    """Some run of n words occurs twice in the text (case-folded): the loop a reader sees."""
-    words = [w.casefold() for w in _WORD.findall(text)]
-    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-    return len(grams) != len(set(grams))

@@ -1,0 +1,67 @@
+"""textrules, the rules on a fill's text that magnet_model and annotation_db share: what a chat
+reply, a copy of the passage and a loop are (pure text, no model, no store)."""
+
+from __future__ import annotations
+
+import pytest
+from fill_cases import CHAT_REPLIES, FILLS
+
+from textrules import has_repeats, is_chat_reply, is_copy, repeats_ngram, words
+
+CONTEXT = "The Amazon is the largest rainforest on Earth. [blank] Scientists warn."
+
+
+@pytest.mark.parametrize("reply", CHAT_REPLIES)
+def test_chat_replies_the_model_gave_are_chat_replies(reply):
+    assert is_chat_reply(reply, CONTEXT)
+
+
+@pytest.mark.parametrize("fill", FILLS)
+def test_fills_about_help_models_or_texts_are_no_chat_replies(fill):
+    assert not is_chat_reply(fill, CONTEXT)
+
+
+def test_a_phrase_the_passage_holds_itself_is_no_chat_reply():
+    text = "SmolLM is a small language model. [blank] It runs on phones."
+    assert not is_chat_reply("SmolLM was trained on 2 trillion tokens.", text)
+    assert is_chat_reply("SmolLM.", "Water boils at [blank] degrees.")
+    assert is_chat_reply("SmolLM.")  # no passage given: any phrase counts
+
+
+def test_words_are_lower_cased_with_quotes_and_dashes_at_their_ends_stripped():
+    assert words("The farmer’s 'old' barn-door, TWO-") == [
+        "the",
+        "farmer’s",
+        "old",
+        "barn-door",
+        "two",
+    ]
+
+
+def test_a_run_of_the_passage_in_a_fill_is_a_copy():
+    text = "After the long winter, the old farmer walked out to [blank] before the rain came."
+    assert is_copy("The old farmer walked out to the field before the rain came", text)
+    assert is_copy("the long winter", text)  # a short fill that is wholly a run of the text
+    assert not is_copy("the fields", text)  # too short to judge
+    assert not is_copy("the barn to feed the cows", text)
+    assert not is_copy("walked out to blank", text)  # the blank marker is no word of the text
+    assert not is_copy("the old farmer sold his farm", text)
+    assert is_copy("the old farmer sold his farm", text, run_words=3)  # the thresholds
+    assert not is_copy("the long winter", text, min_copy_words=4)
+
+
+def test_the_study_repeat_rule_is_a_four_word_run_twice_or_one_word_three_times():
+    assert has_repeats("The person who would call the person who would call")
+    assert has_repeats("President President President")
+    assert not has_repeats("He planted the seeds and watered the seeds.")
+    assert not has_repeats("President McKinley, President McKinley")  # a 2-word run twice
+    assert has_repeats("the seeds and the seeds", run_words=2)
+
+
+def test_the_evaluator_repeat_rule_is_a_word_3_gram_twice():
+    assert repeats_ngram("President McKinley, President McKinley, President McKinley")
+    assert not repeats_ngram("the city of the river and the city")
+    assert repeats_ngram("the city of the city", n=2) and not repeats_ngram("a b c", n=4)
+    # the two rules differ today (issue 36: a measurement decides between them)
+    loop = "he said that he said that it was"
+    assert repeats_ngram(loop) and not has_repeats(loop)
