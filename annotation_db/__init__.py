@@ -58,6 +58,7 @@ from .errors import (
 )
 from .fills import (
     OVERLONG_RATIO,
+    PROBLEM_NAMES,
     PROBLEMS,
     FillCounts,
     FlaggedOutput,
@@ -121,6 +122,7 @@ __all__ = [
     "NotFoundError",
     "OVERLONG_RATIO",
     "OutputIn",
+    "PROBLEM_NAMES",
     "PROBLEMS",
     "Question",
     "RaterItem",

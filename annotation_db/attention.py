@@ -1,11 +1,20 @@
 """Attention checks: which raters to leave out, with error rates a researcher can state.
 
-An attentive rater fails a check now and then: the **slip rate** s, stated for the study (0.1 by
-default: one check in ten missed by a careful rater). A rater answering at random fails it with
-the **chance rate** c, which follows from the study's questions and how many outputs a check
-shows (``chance_fail_rate``: with one yes/no question and three outputs, a random rater calls
-one of the two wrong fills appropriate with probability 1 - 1/4). A rater's record is m checks
-met and f failed; the likelihood ratio of "answers at random" against "attentive" is
+A check shows an item's true text beside wrong fills taken from other passages, and is scored
+**as a whole** (``check_passed``): it is passed only when every answer about it is right: the
+true text accepted and every wrong fill rejected on each yes/no question, the true text scored
+strictly above every wrong fill on each scale, and the true text picked when a preference is
+asked. So no constant answer passes: "No" to everything rejects the true text, "Yes" to
+everything accepts the wrong fills, the same score everywhere ranks nothing, a tie or "all bad"
+picks nothing.
+
+An attentive rater fails a check now and then: the **slip rate** s, stated for the study (0.2
+by default: a careful rater who gets one answer in twenty wrong fails a check of three outputs
+and a preference about one time in five). A rater answering at random fails it with the
+**chance rate** c, which follows from the study's questions and how many outputs a check shows
+(``chance_fail_rate``: with one yes/no question and three outputs, a random rater gets all
+three answers right with probability 1/8, so c = 7/8). A rater's record is m checks met and f
+failed; the likelihood ratio of "answers at random" against "attentive" is
 
     LR = (c / s)^f ((1 - c) / (1 - s))^(m - f),
 
@@ -21,6 +30,12 @@ random rater with that many checks would have been caught that often), and *unde
 otherwise: too few checks to tell. Undecided raters stay in the numbers and are counted and
 named as such, never silently kept or dropped. ``checks_needed`` is the smallest m at which the
 rule reaches its power: how many checks a study must give each rater (``plan_checks``).
+
+Where the checks stand (``check_offsets``): each run of a rater's items holds at least the
+planned number of checks at positions drawn at random among all of the run's positions, and
+every other position is a check too with probability ``EXTRA_CHECK_RATE``; so whatever a rater
+has seen, every item but the very first (never a check: a page does not open on one) may be a
+check, and skimming any of them can be caught.
 """
 
 from __future__ import annotations
@@ -36,32 +51,60 @@ from scipy.stats import binom
 from .errors import InvalidInputError
 from .questions import Appropriate, Likert, Preference, Question
 
-DEFAULT_SLIP = 0.1  # an attentive rater fails one check in ten
+DEFAULT_SLIP = 0.2  # an attentive rater fails one check in five (a check is scored whole)
 DEFAULT_ALPHA = 0.05  # at most 5% of attentive raters excluded
 DEFAULT_POWER = 0.85  # at least 85% of random raters excluded, at the checks needed
 MAX_CHECKS = 50
+EXTRA_CHECK_RATE = 0.1  # beyond the planned checks, any other position is one this often
 EXCLUDED, KEPT, UNDECIDED = "excluded", "kept", "undecided"
 
 
 def chance_fail_rate(questions: Sequence[Question], n_outputs: int) -> float:
     """The probability that a rater answering every question at random fails a check showing
-    ``n_outputs`` outputs (one original, the others wrong): they call a wrong fill appropriate
-    (each yes/no question), score a wrong fill above the original (each Likert question, every
-    score equally likely), or prefer a wrong fill (among all the choices the question offers)."""
+    ``n_outputs`` outputs (one original, the others wrong), the check scored whole
+    (``check_passed``): they pass only when each yes/no answer is right (the original accepted,
+    every wrong fill rejected), the original's score is strictly above every wrong fill's on
+    each Likert question (every score equally likely), and their preference is the original
+    (one of all the choices the question offers)."""
     if n_outputs < 2:
         raise InvalidInputError("an attention check shows at least two outputs")
     wrong = n_outputs - 1
     passes = 1.0
     for q in questions:
         if isinstance(q, Appropriate):
-            passes *= 0.5**wrong
+            passes *= 0.5**n_outputs
         elif isinstance(q, Likert):
             k = q.scale_max - q.scale_min + 1
-            passes *= sum((o / k) ** wrong for o in range(1, k + 1)) / k
+            passes *= sum((below / k) ** wrong for below in range(k)) / k
         elif isinstance(q, Preference):
-            n_choices = n_outputs + q.allow_tie + q.allow_all_bad
-            passes *= 1 - wrong / n_choices
+            passes *= 1 / (n_outputs + q.allow_tie + q.allow_all_bad)
     return 1 - passes
+
+
+def check_passed(
+    questions: Sequence[Question],
+    roles: Mapping[str, str],
+    per_output: Mapping[str, Mapping[str, Any]],
+    preference: str | None,
+) -> bool:
+    """Whether a rater's answers to an attention check are right as a whole.
+
+    ``roles`` maps each output label shown to ``"original"`` or ``"corrupted"``;
+    ``per_output`` the rater's answers per label; ``preference`` their pick (a label, ``"tie"``,
+    ``"all_bad"``, or None when the study asks none). Passed only when every per-output question
+    is right about every output (``Question.check_passed``) and the pick, if any, is the
+    original: so neither "No" to everything nor "Yes" to everything passes."""
+    original = next(lab for lab, role in roles.items() if role == "original")
+    wrong = [lab for lab, role in roles.items() if role != "original"]
+    if preference is not None and preference != original:
+        return False
+    for q in questions:
+        if not q.per_output:
+            continue
+        said = per_output.get(original, {}).get(q.name)
+        if not q.check_passed(said, [per_output.get(lab, {}).get(q.name) for lab in wrong]):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -189,7 +232,9 @@ class CheckPlan:
         )
         return (
             f"{m} attention checks among each rater's {self.items_per_rater} items "
-            f"({self.regular_per_rater} regular): raters failing {r.threshold(m)} or more are "
+            f"({self.regular_per_rater} regular; any other item but the first is one too with "
+            f"probability {EXTRA_CHECK_RATE:.0%}, so that none is surely free of a check): "
+            f"raters failing {r.threshold(m)} or more are "
             f"excluded; an attentive rater (slips on {r.slip:.0%} of checks) is excluded with "
             f"probability {r.false_exclusion(m):.1%}, one answering at random (fails "
             f"{r.chance:.0%}) with {r.detection(m):.1%}."
@@ -297,19 +342,18 @@ def planned_settings(
 
 def check_offsets(seed: int, block: int, items_per_rater: int, checks: int) -> frozenset[int]:
     """The offsets (0-based) within a rater's ``block``-th run of ``items_per_rater`` positions
-    that hold an attention check: the run is cut into ``checks`` equal slices and each slice's
-    check falls on a position of it drawn once per rater and run. In the first run the first
-    position is left out: a check never opens a rater's page."""
+    that hold an attention check: ``checks`` positions drawn at random among the run's
+    positions, and each other position as well with probability ``EXTRA_CHECK_RATE``, drawn
+    once per rater and run. No position is certainly free of a check once others were seen
+    (a rater cannot skim "the rest of the slice"), except the first of the first run: a check
+    never opens a rater's page."""
     lo = 1 if block == 0 else 0
-    span = items_per_rater - lo
-    checks = min(checks, span)
+    allowed = range(lo, items_per_rater)
+    checks = min(checks, len(allowed))
     rng = random.Random(f"{seed}:checks:{block}")
-    out = set()
-    for i in range(checks):
-        a = lo + (i * span) // checks
-        b = lo + ((i + 1) * span) // checks
-        out.add(rng.randrange(a, max(b, a + 1)))
-    return frozenset(out)
+    planned = set(rng.sample(allowed, checks))
+    extra = {p for p in allowed if rng.random() < EXTRA_CHECK_RATE}
+    return frozenset(planned | extra)
 
 
 def check_due(seed: int, position: int, items_per_rater: int, checks: int) -> bool:

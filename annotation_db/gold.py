@@ -172,8 +172,11 @@ def held_out_gold_items(
     word counts of the study's system fills): a check's fills are as long as an item's.
     ``styles``: the fills of the study's system outputs (one list per output). Given, each
     check output takes one of them as its model, drawn like the lengths: its word count is the
-    target, and every fill is ``restyle``-d like the model's (case, final punctuation, leading
-    space); ``lengths`` is then not needed.
+    target; the wrong fills are ``restyle``-d like the model's (case, final punctuation,
+    leading space), and the true text, which must read as written (a restyled one read "back
+    seat. of the car", "51% Of the total", "mediterranean Sea"), is never changed: the passage
+    that plays it is chosen among those whose own surface is the model's. ``lengths`` is then
+    not needed.
     """
     if n < 1:
         return [], []
@@ -197,10 +200,21 @@ def held_out_gold_items(
         targets = _targets(lengths, need, rng)
     seen_spans: set[tuple[str, ...]] = set()
 
-    def take(target: int, avoid_source: str | None) -> ItemIn:
+    def take(target: int, avoid_source: str | None, like: list[str] | None = None) -> ItemIn:
+        """The free passage nearest the target length (and, with ``like``, first of all one
+        whose spans have the surface of ``like``'s fills: case and final punctuation)."""
+
+        def off(it: ItemIn) -> int:
+            if like is None:
+                return 0
+            spans = _spans(it)
+            return sum(
+                surface(sp)[1:] != surface(like[i % len(like)])[1:] for i, sp in enumerate(spans)
+            )
+
         best = min(
             (it for it in free if tuple(_spans(it)) not in seen_spans),
-            key=lambda it: (abs(_words(_spans(it)) - target), it.source == avoid_source),
+            key=lambda it: (off(it), abs(_words(_spans(it)) - target), it.source == avoid_source),
             default=None,
         )
         if best is None:
@@ -221,11 +235,17 @@ def held_out_gold_items(
     gold_items, outs = [], []
     for c in range(n):
         mine = targets[c * n_outputs : (c + 1) * n_outputs]
-        it = take(mine[0], None)
+        it = take(mine[0], None, models[c * n_outputs] if models else None)  # its surface
         orig = _spans(it)
         key = f"{prefix}{it.key}"
         gold_items.append(ItemIn(key, it.text, orig, it.source, is_gold=True))
-        shown = styled(orig, c * n_outputs)
+        # the true text as written: only a leading space like the model's (which a reader
+        # does not see), never its case or punctuation
+        model = models[c * n_outputs] if models else None
+        shown = [
+            (surface(model[i % len(model)])[0] + sp.lstrip()) if model else sp
+            for i, sp in enumerate(orig)
+        ]
         outs.append(
             OutputIn(
                 key, GOLD_ORIGINAL, fill_blanks(it.text, shown, blank), shown, gold_role="original"

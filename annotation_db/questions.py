@@ -116,10 +116,11 @@ class Question:
         """A per-output answer in its stored form, or ``InvalidInputError``."""
         raise NotImplementedError(f"{type(self).__name__} is not asked per output")
 
-    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
-        """Whether an attention check is failed by this answer about the corrupted output
-        (``original``: the same rater's answer about the original, None if not given)."""
-        return False
+    def check_passed(self, original: Any, wrong: Sequence[Any]) -> bool:
+        """Whether a rater's answers to this question about an attention check are right:
+        ``original`` about the true text, ``wrong`` about each wrong fill (None: not given,
+        which fails nothing). A question that says nothing about a check: True."""
+        return True
 
 
 class Appropriate(Question):
@@ -152,8 +153,9 @@ class Appropriate(Question):
             f"output {label}: 'appropriate' must be yes/no (a bool), got {value!r}"
         )
 
-    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
-        return corrupted is True
+    def check_passed(self, original: Any, wrong: Sequence[Any]) -> bool:
+        """The true text accepted and every wrong fill rejected."""
+        return original is not False and all(w is not True for w in wrong)
 
 
 class Likert(Question):
@@ -196,11 +198,12 @@ class Likert(Question):
             )
         return int(value)
 
-    def betrays_corrupted(self, corrupted: Any, original: Any) -> bool:
-        """Scored above the original (when the original was scored)."""
-        if not isinstance(corrupted, int):
-            return False
-        return corrupted > (corrupted if original is None else original)
+    def check_passed(self, original: Any, wrong: Sequence[Any]) -> bool:
+        """The true text scored strictly above every wrong fill (the same score everywhere
+        ranks nothing)."""
+        if not isinstance(original, int):
+            return True
+        return all(not isinstance(w, int) or original > w for w in wrong)
 
 
 class Preference(Question):

@@ -6,7 +6,7 @@ Bradley-Terry with intervals, alpha per question, attention-check exclusions, ra
 example items with each system's fill. Every text that came from a user (study, items,
 outputs, rater names) is escaped.
 
-    python -m annotation_db report STUDY --out report.html [--no-exclusion] [--slip-rate 0.1]
+    python -m annotation_db report STUDY --out report.html [--no-exclusion] [--slip-rate 0.2]
 """
 
 from __future__ import annotations

@@ -3,11 +3,16 @@
 A check of the statistics where the truth is known: each system has a true mean rate theta of
 outputs being appropriate; each output's own probability q is drawn from a Beta around theta
 (``icc`` = the correlation of two answers about the same output); an attentive rater answers
-yes with probability q, except a share ``noise`` of the time when they answer at random; an
-inattentive rater answers everything at random. So an attentive rater says yes to a system's
-output with probability (1 - noise) theta + noise / 2: the rate a study estimates
-(``true_rates``). Raters arrive one after another, open their invite, ask ``next_item``,
-answer, ``submit`` — exactly what the Rate tab does — until every item has its raters; then
+yes with probability q, except a share ``noise`` of the time when they answer at random. So an
+attentive rater says yes to a system's output with probability (1 - noise) theta + noise / 2:
+the rate a study estimates (``true_rates``). A share ``inattentive_share`` of the raters play
+one of ``strategies`` instead (``STRATEGIES`` says what each does): careless ones answer without
+reading (at random, "Yes" or "No" to everything, always the first or last output, the longest
+output), and skimmers read only where a check could be (``"position"``: every item a check can
+stand on, which the placement makes all but the first; ``"gamble"``: until the planned number of
+checks of the run was met, then skimming the rest of the run). Raters arrive one after
+another, open their invite, ask ``next_item``, answer, ``submit`` — exactly what the Rate tab
+does — until every item has its raters; then
 ``results`` computes what a researcher would report. Each rater takes ``items_per_rater``
 items, and the study states that number: the checks each rater meets among them are sized by
 ``attention.plan_checks`` (or ``checks_per_rater``) and placed by the store.
@@ -25,7 +30,7 @@ from sqlalchemy import case, func, select
 
 from .attention import AttentionSettings, planned_settings
 from .gold import make_gold_items
-from .questions import Preference, first, parse_questions
+from .questions import ALL_BAD, TIE, Preference, first, parse_questions
 from .results import StudyResults
 from .schema import Assignment, Item, Output, Rater, Study
 from .stats import wilson_interval
@@ -33,6 +38,20 @@ from .store import AnnotationStore
 from .views import ItemIn, OutputIn
 
 BLANK = "___"
+
+# What a simulated rater who is not attentive does (``SimConfig.strategies``).
+STRATEGIES: dict[str, str] = {
+    "random": "answers every question at random",
+    "always-yes": 'says "Yes" to every output and ties them (or picks the first)',
+    "always-no": 'says "No" to every output and calls all bad (or picks the last)',
+    "first": "accepts and prefers the first output, rejects the others",
+    "last": "accepts and prefers the last output, rejects the others",
+    "longest": "accepts and prefers the longest output, rejects the others",
+    "position": "skims (answers at random) every item that certainly is no check: the first",
+    "gamble": "reads until the run's planned checks were met, then skims the rest of the run",
+}
+# Strategies that answer checks without reading them: the rule is meant to exclude these.
+CARELESS = ("random", "always-yes", "always-no", "first", "last", "longest")
 
 
 @dataclass(frozen=True)
@@ -44,7 +63,8 @@ class SimConfig:
     raters_per_item: int = 3
     icc: float = 0.3  # correlation of two answers about one output (Beta spread of q)
     noise: float = 0.1  # share of an attentive rater's answers given at random
-    inattentive_share: float = 0.25  # raters who answer everything at random
+    inattentive_share: float = 0.25  # raters who play one of `strategies` instead
+    strategies: tuple[str, ...] = ("random",)  # such raters play them in turn (STRATEGIES)
     n_gold: int = 4  # attention-check items (a rater gets each at most once)
     items_per_rater: int = 10  # assignments a rater takes before leaving (gold included)
     exclude: bool = True  # leave out the raters the attention rule excludes
@@ -63,6 +83,8 @@ class SimOutcome:
     inattentive: frozenset[int]  # rater ids
     excluded: frozenset[int]
     undecided: frozenset[int] = frozenset()
+    strategy_of: dict[int, str] = field(default_factory=dict)  # rater id -> strategy/attentive
+    skimmed: dict[int, tuple[int, int]] = field(default_factory=dict)  # id -> (skimmed, items)
 
     def _interval(self, system: str, every_rater: bool = False):  # noqa: ANN202 - Proportion
         rows = self.results.systems_all_raters if every_rater else self.results.systems
@@ -130,39 +152,79 @@ def simulate_study(
     # The simulator is the one place that may look behind the labels (admin side).
     q_of_text = _output_probabilities(store, name, q)  # each output's text is its own
 
+    unknown = set(c.strategies) - set(STRATEGIES)
+    if unknown:
+        raise ValueError(f"unknown strategies {sorted(unknown)}; known: {sorted(STRATEGIES)}")
+    gold_texts = {t for t, p in q_of_text.items() if p in (0.0, 1.0)}
+    settings = study_attention(c)
+    planned = settings.checks_per_rater or 0
     needed = c.n_items * c.raters_per_item
     done = 0
     inattentive: set[int] = set()
+    strategy_of: dict[int, str] = {}
+    skimmed: dict[int, tuple[int, int]] = {}
     n_raters = 0
+    turn = rng.randrange(len(c.strategies))
     while done < needed:
         n_raters += 1
-        careless = rng.random() < c.inattentive_share
+        if rng.random() < c.inattentive_share:  # the strategies take turns: an even mix
+            strategy = c.strategies[(turn + len(inattentive)) % len(c.strategies)]
+        else:
+            strategy = "attentive"
         inv = store.invite(name, f"sim-{n_raters}")
         # The store draws each rater's order seed from `secrets`; fixing it from the
         # simulation's seed makes a simulated study repeatable (the assignment is unchanged).
         order_seed = rng.getrandbits(62)
         store.db.write(lambda s, rid=inv.rater_id, v=order_seed: _set_seed(s, rid, v))
-        if careless:
+        strategy_of[inv.rater_id] = strategy
+        if strategy != "attentive":
             inattentive.add(inv.rater_id)
-        for _ in range(c.items_per_rater):
+        checks_in_run, n_skimmed, n_done = 0, 0, 0
+        for k in range(c.items_per_rater):
             item = store.next_item(inv.token)
             if item is None:
                 break
-            probs = [q_of_text[o.text] for o in item.outputs]
-            answers, pref = _answer(rng, probs, careless, c.noise)
+            if k % settings.items_per_rater == 0:
+                checks_in_run = 0
+            texts = [o.text for o in item.outputs]
+            is_check = any(t in gold_texts for t in texts)
+            skim = (strategy == "position" and k == 0) or (
+                strategy == "gamble" and checks_in_run >= planned
+            )
+            checks_in_run += is_check
+            n_skimmed += skim and not is_check
+            n_done += not is_check
             labels = [o.label for o in item.outputs]
+            pref_q = first(item.questions, Preference)
+            if strategy in CARELESS or skim:
+                answers, pref = _careless(rng, "random" if skim else strategy, texts, pref_q)
+            else:
+                answers, best = _answer(rng, [q_of_text[t] for t in texts], c.noise)
+                pref = best
             store.submit(
                 inv.token,
                 item.assignment_id,
                 {lab: {"appropriate": a} for lab, a in zip(labels, answers, strict=True)},
-                preference=labels[pref] if first(item.questions, Preference) else None,
+                preference=(labels[pref] if isinstance(pref, int) else pref) if pref_q else None,
             )
+        if strategy in ("position", "gamble"):
+            skimmed[inv.rater_id] = (n_skimmed, n_done)
         done = store.db.read(lambda s: _judgments_done(s, name, c.raters_per_item))
     res = store.results(name, exclude=c.exclude, n_resamples=c.n_resamples, seed=seed)
     excluded = frozenset(a.rater_id for a in res.attention if a.excluded)
     undecided = frozenset(a.rater_id for a in res.attention if a.decision == "undecided")
     true_rates = {s: (1 - c.noise) * t + c.noise / 2 for s, t in c.rates.items()}
-    return SimOutcome(name, c, true_rates, res, frozenset(inattentive), excluded, undecided)
+    return SimOutcome(
+        name,
+        c,
+        true_rates,
+        res,
+        frozenset(inattentive),
+        excluded,
+        undecided,
+        strategy_of,
+        skimmed,
+    )
 
 
 def study_attention(c: SimConfig) -> AttentionSettings:
@@ -193,18 +255,37 @@ def _judgments_done(s, name: str, k: int) -> int:  # noqa: ANN001 - a Session
     return s.scalar(select(func.coalesce(func.sum(per_item.c.n), 0))) or 0
 
 
-def _answer(
-    rng: random.Random, probs: list[float], careless: bool, noise: float
-) -> tuple[list[bool], int]:
-    """Yes/no per output and the index of the preferred output."""
-    if careless:
-        return [rng.random() < 0.5 for _ in probs], rng.randrange(len(probs))
+def _answer(rng: random.Random, probs: list[float], noise: float) -> tuple[list[bool], int]:
+    """An attentive rater: yes/no per output and the index of the preferred output."""
     answers = [rng.random() < 0.5 if rng.random() < noise else rng.random() < p for p in probs]
     if rng.random() < noise:
         return answers, rng.randrange(len(probs))
     # the best output: one of those they judged appropriate, picked at random
     best = max(range(len(probs)), key=lambda i: (answers[i], rng.random()))
     return answers, best
+
+
+def _careless(
+    rng: random.Random, strategy: str, texts: list[str], pref_q: Preference | None
+) -> tuple[list[bool], int | str]:
+    """A rater who does not read: yes/no per output and the preference (an index of the
+    outputs, or ``TIE`` / ``ALL_BAD``), as ``strategy`` answers (``STRATEGIES``)."""
+    n = len(texts)
+    tie = pref_q is not None and pref_q.allow_tie
+    all_bad = pref_q is not None and pref_q.allow_all_bad
+    if strategy == "random":
+        choices: list[int | str] = [*range(n)] + [TIE] * tie + [ALL_BAD] * all_bad
+        return [rng.random() < 0.5 for _ in texts], rng.choice(choices)
+    if strategy == "always-yes":
+        return [True] * n, TIE if tie else 0
+    if strategy == "always-no":
+        return [False] * n, ALL_BAD if all_bad else n - 1
+    pick = {
+        "first": 0,
+        "last": n - 1,
+        "longest": max(range(n), key=lambda i: (len(texts[i]), rng.random())),
+    }[strategy]
+    return [i == pick for i in range(n)], pick
 
 
 def _output_probabilities(

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .arena import record_blind_vote
-from .attention import AttentionSettings
+from .attention import AttentionSettings, check_passed
 from .backup import backup_sqlite
 from .database import Database, is_sqlite
 from .errors import (
@@ -582,22 +582,10 @@ def _gold_passed(
     per_output: Mapping[str, Mapping[str, Any]],
     pref: str | None,
 ) -> bool:
-    """Failed when the corrupted fill is preferred, or a per-output answer about it betrays it
-    (each question says how: judged appropriate, scored above the original on a Likert
-    question). Rejecting the original alone is not counted as failure."""
+    """The check scored as a whole (``attention.check_passed``): every answer right, so that
+    rejecting everything fails it as surely as accepting everything."""
     role = {o.id: o.gold_role for o in s.scalars(select(Output).where(Output.item_id == a.item_id))}
-    original = next(lab for lab, oid in labels.items() if role[oid] == "original")
-    orig = per_output.get(original, {})
-    for lab, oid in labels.items():
-        if role[oid] != "corrupted":
-            continue
-        corr = per_output.get(lab, {})
-        if pref == lab:
-            return False
-        for q in qs:
-            if q.per_output and q.betrays_corrupted(corr.get(q.name), orig.get(q.name)):
-                return False
-    return True
+    return check_passed(qs, {lab: role[oid] for lab, oid in labels.items()}, per_output, pref)
 
 
 def _receipt(s: Session, a: Assignment, rater: Rater, *, duplicate: bool) -> SubmitReceipt:

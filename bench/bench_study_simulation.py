@@ -13,7 +13,11 @@ assignment (``next_item``) and submission (``submit``), then ``results``. Report
 - attention-check exclusion (the likelihood-ratio rule of ``annotation_db.attention``, its
   checks per rater sized by ``plan_checks`` at the study's 12 items per rater): recall (the
   inattentive raters excluded), attentive raters excluded, undecided raters, and the coverage
-  with every rater counted (no exclusion) beside the reported one.
+  with every rater counted (no exclusion) beside the reported one;
+- the rule against every rater strategy (``annotation_db.simulate.STRATEGIES``) at the Paper
+  protocol's size (100 items x 3 raters, 10 checks in the study): the share of each strategy's
+  raters excluded, the recall over the careless ones together, attentive raters excluded, and
+  for the skimmers the share of their regular items answered without reading.
 
 Each share comes with its 95% Wilson interval; the default size (300 paper-like studies) makes
 each paper-like figure's interval narrower than +/-3 points (coverage near 95% over 300
@@ -22,7 +26,8 @@ rater, Bradley-Terry, alpha) run n/15 studies and show their wider intervals. St
 parallel processes (``--workers``, the machine's cores by default), each study in a SQLite file
 of its own, so that the figures do not depend on the number of workers.
 
-    python bench/bench_study_simulation.py [--studies 300] [--workers N] [--quick]
+    python bench/bench_study_simulation.py [--studies 300] [--strategy-studies 60] [--workers N]
+        [--quick]
 
 Writes bench/results/study_simulation.json and bench/results/study_simulation.md (the table),
 and rewrites the figures between the markers in docs/human-study.md (a full run only): the
@@ -48,7 +53,13 @@ from scipy.stats import binomtest  # noqa: E402
 from annotation_db import AnnotationStore  # noqa: E402
 from annotation_db.attention import plan_checks, rule_for  # noqa: E402
 from annotation_db.questions import parse_questions  # noqa: E402
-from annotation_db.simulate import SimConfig, SimOutcome, simulate_study  # noqa: E402
+from annotation_db.simulate import (  # noqa: E402
+    CARELESS,
+    STRATEGIES,
+    SimConfig,
+    SimOutcome,
+    simulate_study,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "human-study.md"
@@ -63,6 +74,16 @@ PAPER = SimConfig(
     n_gold=10,  # as the Paper protocol: more checks than a rater meets, so raters differ
     items_per_rater=12,
     questions=("appropriate",),  # the paper preset asks only this
+)
+# Every rater strategy at the Paper protocol's size: 100 items x 3 raters, 10 checks; half the
+# raters play one of the strategies (each drawn equally often), so that each is met often.
+STRATEGY_MIX = SimConfig(
+    **{
+        **PAPER.__dict__,
+        "n_items": 100,
+        "inattentive_share": 0.5,
+        "strategies": tuple(STRATEGIES),
+    }
 )
 # What fewer checks cost: the same studies with 2 checks per rater.
 FEW_CHECKS = SimConfig(**{**PAPER.__dict__, "checks_per_rater": 2})
@@ -103,6 +124,30 @@ def _exclusion(runs: list) -> dict:
     }
 
 
+def _strategies(runs: list[SimOutcome]) -> dict:
+    """Per strategy: raters, share excluded and undecided; over the careless strategies
+    together: recall; attentive raters excluded; the skimmers' unread share of regular items."""
+    out: dict = {}
+    for strategy in ("attentive", *STRATEGIES):
+        ids = [(r, rid) for r in runs for rid, s in r.strategy_of.items() if s == strategy]
+        row = {
+            "raters": len(ids),
+            "excluded": _share(sum(rid in r.excluded for r, rid in ids), len(ids)),
+            "undecided": _share(sum(rid in r.undecided for r, rid in ids), len(ids)),
+            "what": STRATEGIES.get(strategy, "reads everything, slips now and then"),
+        }
+        skim = [r.skimmed[rid] for r, rid in ids if rid in r.skimmed]
+        if skim:
+            row["unread"] = _share(sum(k for k, _ in skim), sum(n for _, n in skim))
+        out[strategy] = row
+    careless = [(r, rid) for r in runs for rid, s in r.strategy_of.items() if s in CARELESS]
+    out["careless_mix"] = {
+        "raters": len(careless),
+        "excluded": _share(sum(rid in r.excluded for r, rid in careless), len(careless)),
+    }
+    return out
+
+
 def _one(job: tuple[str, SimConfig, int, str]) -> SimOutcome:
     """One simulated study in a SQLite file of its own (in a process of the pool): its raters'
     ids, which their item order depends on, then do not depend on which studies the same
@@ -130,10 +175,11 @@ def _coverage(runs: list[SimOutcome], systems) -> dict:  # noqa: ANN001 - names
     }
 
 
-def run(n_studies: int, n_gap: int, n_alpha: int, workers: int = 1) -> dict:
+def run(n_studies: int, n_gap: int, n_alpha: int, workers: int = 1, n_strategy: int = 0) -> dict:
     folder = tempfile.mkdtemp(prefix="magnet-sim-")
     t0 = time.perf_counter()
     jobs = [(f"paper-{i}", PAPER, i, folder) for i in range(n_studies)]
+    jobs += [(f"strat-{i}", STRATEGY_MIX, 4000 + i, folder) for i in range(n_strategy)]
     jobs += [(f"few-{i}", FEW_CHECKS, 3000 + i, folder) for i in range(n_gap)]
     jobs += [(f"gap-{i}", LARGE_GAP, 1000 + i, folder) for i in range(n_gap)]
     noises = (0.0, 0.2, 0.4, 0.7)
@@ -171,6 +217,15 @@ def run(n_studies: int, n_gap: int, n_alpha: int, workers: int = 1) -> dict:
             "checks_per_rater": plan.checks_per_rater,
         }
     }
+    strat = [by[f"strat-{i}"] for i in range(n_strategy)]
+    if strat:
+        s_rule = rule_for(parse_questions(list(STRATEGY_MIX.questions)), len(STRATEGY_MIX.rates))
+        out["strategies"] = {
+            "config": _config(STRATEGY_MIX),
+            "studies": n_strategy,
+            "checks_per_rater": plan_checks(STRATEGY_MIX.items_per_rater, s_rule).checks_per_rater,
+            "per_strategy": _strategies(strat),
+        }
     few = [by[f"few-{i}"] for i in range(n_gap)]
     out["few_checks"] = {
         "config": _config(FEW_CHECKS),
@@ -262,6 +317,8 @@ def markdown(res: dict, command: str) -> str:
         + ", ".join(f"{s} {_pct(v)}" for s, v in f["coverage_reported"].items())
         + ".",
     ]
+    if "strategies" in res:
+        lines += ["", *strategy_table(res["strategies"])]
     g = res["large_gap"]
     lines += [
         "",
@@ -276,6 +333,35 @@ def markdown(res: dict, command: str) -> str:
             f"(mean of {res['alpha_by_noise']['studies_per_noise']} studies) | {a:.3f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def strategy_table(st: dict) -> list[str]:
+    """The per-strategy exclusion table (markdown lines)."""
+    c, per = st["config"], st["per_strategy"]
+    lines = [
+        f"Every rater strategy at the Paper protocol's size ({st['studies']} studies of "
+        f"{c['n_items']} items x {c['raters_per_item']} raters, {c['n_gold']} checks in the "
+        f"study, {c['items_per_rater']} items and at least {st['checks_per_rater']} checks per "
+        f"rater; {c['inattentive_share']:.0%} of raters play a strategy, each equally often; "
+        f"questions {', '.join(c['questions'])}):",
+        "",
+        "| raters | what they do | raters | excluded | undecided | regular items unread |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in per.items():
+        if name == "careless_mix":
+            continue
+        unread = _pct(row["unread"]) if "unread" in row else "-"
+        lines.append(
+            f"| {name} | {row['what']} | {row['raters']} | {_pct(row['excluded'])} | "
+            f"{_pct(row['undecided'])} | {unread} |"
+        )
+    mix = per["careless_mix"]
+    lines += [
+        f"| careless, all together ({', '.join(CARELESS)}) | | {mix['raters']} | "
+        f"{_pct(mix['excluded'])} | | |",
+    ]
+    return lines
 
 
 def _short(d: dict) -> str:
@@ -305,9 +391,34 @@ def docs_block(res: dict, command: str) -> str:
         f"per rater instead ({f['studies']} studies) the rule caught {_short(fe['recall'])} "
         f"and left {_short(fe['undecided'])} of raters undecided. Bradley-Terry (with the "
         f"best-of-three question) ordered three well-separated systems correctly in "
-        f"{_short(res['large_gap']['bt_order_correct'])} of studies; the whole table is "
+        f"{_short(res['large_gap']['bt_order_correct'])} of studies. "
+        + _strategy_sentence(res)
+        + "The whole table is "
         "[bench/results/study_simulation.md](../bench/results/study_simulation.md).\n"
         f"{END}"
+    )
+
+
+def _strategy_sentence(res: dict) -> str:
+    st = res.get("strategies")
+    if not st:
+        return ""
+    per = st["per_strategy"]
+    each = ", ".join(
+        f"{name} {_short(per[name]['excluded'])}" for name in CARELESS if per[name]["raters"]
+    )
+    skim = "; ".join(
+        f"{name}: {_short(per[name]['excluded'])} excluded, "
+        f"{_short(per[name]['unread'])} of their regular items unread"
+        for name in ("position", "gamble")
+        if per[name]["raters"] and "unread" in per[name]
+    )
+    return (
+        f"Against every rater strategy at the Paper protocol's size ({st['studies']} studies of "
+        f"{st['config']['n_items']} items) the rule excluded "
+        f"{_short(per['careless_mix']['excluded'])} of the careless raters together ({each}) and "
+        f"{_short(per['attentive']['excluded'])} of the attentive ones; skimmers who read "
+        f"wherever a check may stand ({skim}). "
     )
 
 
@@ -328,17 +439,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="processes running studies"
     )
+    ap.add_argument(
+        "--strategy-studies",
+        type=int,
+        default=60,
+        help="Paper-protocol-sized studies with every rater strategy",
+    )
     ap.add_argument("--quick", action="store_true", help="a few studies (smoke test)")
     args = ap.parse_args(argv)
     n = 4 if args.quick else args.studies
+    n_strategy = 2 if args.quick else args.strategy_studies
     res = run(
-        n, 3 if args.quick else max(10, n // 15), 2 if args.quick else 5, max(1, args.workers)
+        n,
+        3 if args.quick else max(10, n // 15),
+        2 if args.quick else 5,
+        max(1, args.workers),
+        n_strategy,
     )
     res["hardware"] = (
         f"{platform.processor() or platform.machine()}, python {platform.python_version()}"
     )
     command = "python bench/bench_study_simulation.py" + (
-        " --quick" if args.quick else f" --studies {n} --workers {max(1, args.workers)}"
+        " --quick"
+        if args.quick
+        else f" --studies {n} --strategy-studies {n_strategy} --workers {max(1, args.workers)}"
     )
     res["command"] = command
     name = "study_simulation" + ("_quick" if args.quick else "")

@@ -1,8 +1,11 @@
-"""Attention checks (issue 31, issue 29 point 3): a rule with stated error rates, checks sized
-per rater, placement that gives each rater that many (never first, never alone, different
-checks for different raters), and results shown with and without the rule."""
+"""Attention checks: a check scored as a whole (no constant answer passes it), a rule with
+stated error rates, checks sized per rater, placement that gives each rater at least that many
+at positions nobody can predict (never first, never alone, different checks for different
+raters), and results shown with and without the rule."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 from scipy.stats import binom
@@ -10,12 +13,14 @@ from scipy.stats import binom
 from annotation_db import InvalidInputError, ItemIn
 from annotation_db.attention import (
     EXCLUDED,
+    EXTRA_CHECK_RATE,
     KEPT,
     UNDECIDED,
     AttentionRule,
     AttentionSettings,
     chance_fail_rate,
     check_offsets,
+    check_passed,
     plan_checks,
     rule_for,
 )
@@ -24,62 +29,116 @@ from annotation_db.questions import appropriate, likert, preference
 from annotation_db.results import Judgment, StudyData, attention_checks, summarize
 from annotation_db.views import StudyProgress
 
-PAPER_RULE = rule_for([appropriate()], 3)  # slip 0.1, three outputs: chance 0.75
+PAPER_RULE = rule_for([appropriate()], 3)  # slip 0.2, three outputs: chance 7/8
 
 
 # ---------------------------------------------------------------- the rule
 
 
-def test_the_chance_rate_is_what_a_random_rater_fails():
-    assert chance_fail_rate([appropriate()], 3) == pytest.approx(1 - 0.25)
-    assert chance_fail_rate([appropriate()], 2) == pytest.approx(0.5)
-    # a wrong fill scored above the original, 5-point scale, two outputs: 10 of 25 pairs
-    assert chance_fail_rate([likert("fluency", "?")], 2) == pytest.approx(0.4)
-    # preferring the wrong one of two among A, B, tie, all bad
-    assert chance_fail_rate([preference()], 2) == pytest.approx(0.25)
-    both = chance_fail_rate([appropriate(), preference()], 2)
-    assert both == pytest.approx(1 - 0.5 * 0.75)
+def _every_answer(questions, n_outputs):
+    """Every way to answer a check of ``n_outputs`` outputs (label "A" the original), each
+    equally likely for a rater answering at random: (per_output answers, preference)."""
+    labels = [chr(65 + i) for i in range(n_outputs)]
+    per_q = []
+    for q in questions:
+        if q.per_output:
+            values = [True, False] if q.kind == "appropriate" else list(range(1, 6))
+            per_q.append([(q.name, combo) for combo in itertools.product(values, repeat=n_outputs)])
+    prefs = [None]
+    for q in questions:
+        if q.kind == "preference":
+            prefs = labels + ["tie", "all_bad"]
+    for combos in itertools.product(*per_q):
+        per_output = {lab: {name: vals[i] for name, vals in combos} for i, lab in enumerate(labels)}
+        for pref in prefs:
+            yield per_output, pref
+
+
+@pytest.mark.parametrize(
+    "questions,n_outputs",
+    [
+        ([appropriate()], 2),
+        ([appropriate()], 3),
+        ([likert("fluency", "?")], 2),
+        ([likert("fluency", "?")], 3),
+        ([preference()], 3),
+        ([appropriate(), preference()], 3),
+        ([appropriate(), likert("fluency", "?"), preference()], 2),
+    ],
+)
+def test_the_chance_rate_is_the_share_of_all_random_answers_that_fail(questions, n_outputs):
+    """The rule's chance rate is exactly what answering at random fails, counted over every
+    possible answer to the check as the store scores it."""
+    roles = {chr(65 + i): "original" if i == 0 else "corrupted" for i in range(n_outputs)}
+    answers = list(_every_answer(questions, n_outputs))
+    failed = sum(not check_passed(questions, roles, per, pref) for per, pref in answers)
+    assert chance_fail_rate(questions, n_outputs) == pytest.approx(failed / len(answers))
+
+
+def test_no_constant_answer_passes_a_check():
+    """ "No" to everything, "Yes" to everything, one score everywhere, a tie or "all bad":
+    each fails; the right answers pass."""
+    qs = [appropriate(), likert("fluency", "?"), preference()]
+    roles = {"A": "corrupted", "B": "original", "C": "corrupted"}
+    for yes in (True, False):
+        for score in range(1, 6):
+            per = {lab: {"appropriate": yes, "fluency": score} for lab in roles}
+            for pref in ("A", "B", "C", "tie", "all_bad"):
+                assert not check_passed(qs, roles, per, pref)
+    right = {
+        "A": {"appropriate": False, "fluency": 2},
+        "B": {"appropriate": True, "fluency": 4},
+        "C": {"appropriate": False, "fluency": 3},
+    }
+    assert check_passed(qs, roles, right, "B")
+    assert not check_passed(qs, roles, right, "tie")
+    assert not check_passed(qs, roles, {**right, "C": {"appropriate": False, "fluency": 4}}, "B")
+    # appropriate only: the original rejected alone is a failure too
+    only = [appropriate()]
+    assert not check_passed(only, roles, {**right, "B": {"appropriate": False}}, None)
     with pytest.raises(InvalidInputError, match="cannot tell them apart"):
         rule_for([], 3)  # no question a check can be failed on
 
 
 def test_the_rule_is_a_binomial_likelihood_ratio_with_exact_error_rates():
     r = PAPER_RULE
+    assert (r.slip, r.chance) == (0.2, pytest.approx(7 / 8))
     for m in range(1, 12):
         t = r.threshold(m)
-        if t is None:  # one check: a single slip is too likely (10% > 5%) to exclude on
-            assert binom.sf(m - 1, m, 0.1) > 0.05
+        if t is None:  # one check: a single slip is too likely (20% > 5%) to exclude on
+            assert binom.sf(m - 1, m, 0.2) > 0.05
             continue
-        assert binom.sf(t - 1, m, 0.1) <= 0.05 < binom.sf(t - 2, m, 0.1)  # the smallest such t
-        assert r.false_exclusion(m) == pytest.approx(binom.sf(t - 1, m, 0.1))
-        assert r.detection(m) == pytest.approx(binom.sf(t - 1, m, 0.75))
+        assert binom.sf(t - 1, m, 0.2) <= 0.05 < binom.sf(t - 2, m, 0.2)  # the smallest such t
+        assert r.false_exclusion(m) == pytest.approx(binom.sf(t - 1, m, 0.2))
+        assert r.detection(m) == pytest.approx(binom.sf(t - 1, m, 7 / 8))
         # the likelihood ratio grows with the failures: f >= t is "LR >= LR(t)"
         lrs = [r.log_lr(m, f) for f in range(m + 1)]
         assert lrs == sorted(lrs)
-    assert r.threshold(1) is None and r.threshold(5) == 3
-    assert r.checks_needed() == 5
-    assert r.detection(5) == pytest.approx(0.8965, abs=1e-4)
-    assert r.false_exclusion(5) == pytest.approx(0.00856, abs=1e-4)
+    assert r.threshold(1) is None and r.threshold(4) == 3
+    assert r.checks_needed() == 4
+    assert r.detection(4) == pytest.approx(0.9211, abs=1e-4)
+    assert r.false_exclusion(4) == pytest.approx(0.0272, abs=1e-4)
 
 
 def test_each_rater_is_excluded_kept_or_undecided():
     r = PAPER_RULE
-    assert r.decide(5, 3) == EXCLUDED
-    assert r.decide(5, 2) == KEPT  # five checks: the rule had its power
-    assert r.decide(2, 2) == EXCLUDED  # 1% for an attentive rater: excluded at any count
-    assert r.decide(2, 1) == UNDECIDED  # too few checks to tell
+    assert r.decide(4, 3) == EXCLUDED
+    assert r.decide(4, 2) == KEPT  # four checks: the rule had its power
+    assert r.decide(2, 2) == EXCLUDED  # 4% for an attentive rater: excluded at any count
+    assert r.decide(3, 2) == UNDECIDED  # too few checks to tell
     assert r.decide(0, 0) == UNDECIDED
     sentence = r.describe()
-    assert "5 checks, 3 or more failed" in sentence and "0.9%" in sentence and "89.6%" in sentence
+    assert "4 checks, 3 or more failed" in sentence and "2.7%" in sentence and "92.1%" in sentence
     with pytest.raises(InvalidInputError, match="between 0 and 1"):
         AttentionRule(slip=0)
 
 
 def test_the_planner_sizes_checks_per_rater_and_says_what_fewer_cost():
     plan = plan_checks(12, PAPER_RULE)
-    assert (plan.checks_per_rater, plan.regular_per_rater, plan.reached) == (5, 7, True)
-    assert "3 checks catch 84%" in plan.summary() and "4 checks catch 74%" in plan.summary()
-    tight = plan_checks(3, PAPER_RULE)  # 2 checks at most: 56% at best
+    assert (plan.checks_per_rater, plan.regular_per_rater, plan.reached) == (4, 8, True)
+    assert "2 checks catch 77%" in plan.summary() and "3 checks catch 67%" in plan.summary()
+    assert "none is surely free of a check" in plan.summary()
+    tight = plan_checks(2, rule_for([appropriate()], 2))  # 1 check at most: nothing excludes
     assert not tight.reached and "Give each rater more items" in tight.summary()
     with pytest.raises(InvalidInputError, match="no regular item"):
         AttentionSettings(items_per_rater=5, checks_per_rater=5)
@@ -88,12 +147,36 @@ def test_the_planner_sizes_checks_per_rater_and_says_what_fewer_cost():
 # ---------------------------------------------------------------- placement
 
 
-def test_check_offsets_never_open_the_page_and_fill_every_slice():
+def test_check_offsets_never_open_the_page_and_give_at_least_the_planned_checks():
     for seed in range(200):
         first = check_offsets(seed, 0, 12, 5)
-        assert len(first) == 5 and 0 not in first and max(first) < 12
+        assert len(first) >= 5 and 0 not in first and max(first) < 12
         later = check_offsets(seed, 1, 12, 5)
-        assert len(later) == 5 and max(later) < 12
+        assert len(later) >= 5 and max(later) < 12
+        assert check_offsets(seed, 1, 12, 5) == later  # drawn once per rater and run
+
+
+def test_no_item_but_the_first_is_surely_free_of_a_check():
+    """A rater who knows the placement and recognises every check they meet cannot tell that
+    an item is no check from the positions seen so far: over many raters, whatever checks were
+    met before an item (even all the planned ones), that item is a check at least
+    EXTRA_CHECK_RATE of the time, never 0. One check per slice of the run (the old rule)
+    left 57% of regular items surely free."""
+    n, m = 12, 4
+    seen_then: dict[tuple[int, frozenset[int]], list[bool]] = {}
+    for seed in range(20000):
+        offsets = check_offsets(seed, 0, n, m)
+        for pos in range(1, n):
+            before = frozenset(p for p in offsets if p < pos)
+            seen_then.setdefault((pos, before), []).append(pos in offsets)
+    enough = {k: v for k, v in seen_then.items() if len(v) >= 100}
+    assert len(enough) > 50
+    for (pos, before), outcomes in enough.items():
+        share = sum(outcomes) / len(outcomes)
+        assert share >= EXTRA_CHECK_RATE, (pos, sorted(before), share)
+    # once the planned number was met, later items are still checks a fair share of the time
+    after = [x for (_pos, before), v in enough.items() if len(before) >= m for x in v]
+    assert len(after) > 1000 and 0.1 < sum(after) / len(after) < 0.5
 
 
 def _passages(n, prefix="p"):
@@ -131,14 +214,15 @@ def _walk(store, token, gold_texts, limit=None):
 
 
 def test_every_rater_gets_the_planned_checks_among_their_items(sqlite_store, adb):
-    """6 checks in the study, 3 per rater among 8 items: each rater who does 8 items meets
-    exactly 3, none as the first item, and raters meet different checks."""
+    """6 checks in the study, 3 per rater among 8 items: each rater who does 8 items meets at
+    least 3 (an extra one now and then), none as the first item, and raters meet different
+    checks."""
     settings = AttentionSettings(items_per_rater=8, checks_per_rater=3)
     gold = _study(sqlite_store, adb, n_items=40, n_gold=6, k=3, attention=settings)
     firsts, sets = [], []
     for inv in sqlite_store.invite_many("s", [f"r{i}" for i in range(12)]):
         n, checks = _walk(sqlite_store, inv.token, gold, limit=8)
-        assert n == 8 and len(checks) == 3, checks
+        assert n == 8 and 3 <= len(checks) <= 5, checks
         assert all(pos != 1 for pos, _ in checks)
         firsts.append(checks[0][1])
         sets.append(frozenset(t for _, t in checks))
@@ -168,7 +252,7 @@ def test_a_rater_whose_items_run_out_gets_no_tail_of_checks(sqlite_store, adb):
     na2, ca2 = _walk(sqlite_store, a.token, gold)
     for n, checks in ((na + na2, ca + ca2), (nb, cb)):
         assert n - len(checks) >= 1  # at least one regular item
-        assert len(checks) <= 2, checks
+        assert len(checks) <= 3, checks  # the planned, an extra one now and then, no tail
 
 
 # ---------------------------------------------------------------- results
@@ -198,7 +282,7 @@ def test_results_apply_the_rule_and_show_every_rater_beside_it():
     assert (res.n_raters_excluded, res.n_raters_undecided) == (1, 1)
     assert {s.system: s.appropriate.share for s in res.systems}["a"] == 1.0
     assert {s.system: s.appropriate.share for s in res.systems_all_raters}["a"] == 2 / 3
-    assert res.attention_rule["checks_needed"] == 5
+    assert res.attention_rule["checks_needed"] == 4
     assert "likelihood ratio" in res.attention_rule["description"]
     every = summarize(data, exclude=False, n_resamples=100)
     assert every.n_raters_excluded == 0 and every.systems[0].appropriate.share == 2 / 3
@@ -230,11 +314,17 @@ def _system_fills(rng, n):
 
 
 def _pool(rng, n):
-    """Held-out passages whose hidden spans are word runs cut mid-sentence (lower case, no
-    final punctuation: what gave the checks away)."""
+    """Held-out passages whose hidden spans are cut as real text is: many word runs mid-
+    sentence (lower case, no final punctuation: what gave the checks away before they were
+    restyled), whole sentences (a capital and a full stop), runs before a comma."""
     pool = []
     for i in range(n):
         span = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12)))
+        r = rng.random()
+        if r < 0.45:
+            span = span[0].upper() + span[1:] + "."
+        elif r < 0.55:
+            span += ","
         pool.append(ItemIn(f"h{i}", f"Some {i} text [blank] goes on.", [span], f"src{i}"))
     return pool
 
@@ -286,13 +376,44 @@ def _generated_studies(styled: bool, n_studies=40):
 def test_check_fills_cannot_be_told_from_system_fills_by_their_surface():
     """Fisher's exact test on capital-initial, final punctuation and leading space, and
     Mann-Whitney on words and characters, over 40 generated studies (480 check fills against
-    3600 system fills): no feature tells them apart (p > 0.01). Without the restyling the same
-    test finds the capitals at once, so it has the power to."""
+    3600 system fills): no feature tells them apart (p > 0.01), though the true texts are shown
+    as written (chosen among passages whose surface is the systems'). Without the styling the
+    same test finds the capitals at once, so it has the power to."""
     check_rows, system_rows = _generated_studies(styled=True)
     ps = _fisher_and_mw(check_rows, system_rows)
     assert all(p > 0.01 for p in ps.values()), ps
     raw = _fisher_and_mw(*_generated_studies(styled=False))
     assert raw["capital"] < 1e-6 and raw["final punctuation"] < 1e-6, raw
+
+
+def test_the_true_text_of_a_check_is_shown_as_written():
+    """Restyling the true text broke it for readers ("back seat. of the car", "51% Of the
+    total", "mediterranean Sea"): on such passages the true text is shown exactly as written,
+    while the wrong fills take the systems' surface."""
+    from annotation_db.gold import held_out_gold_items
+
+    real = [
+        ("The children fell asleep in the [blank] of the car.", "back seat"),
+        ("In 2011, [blank] of the total population were female.", "51%"),
+        ("The river reaches the [blank] near the delta.", "Mediterranean Sea"),
+        ("Commuters hope the bridge will [blank] for thousands of them.", "shorten the journey"),
+        ("Brønsted acid-base reactions are [blank] transfers.", "proton"),
+        ("In mid career and later, he [blank] many papers.", "published"),
+    ]
+    pool = [ItemIn(f"r{i}", t, [o], f"doc{i}") for i, (t, o) in enumerate(real)]
+    styles = [["A capital fill."], ["Another one!"]] * 10
+    for seed in range(10):
+        items, outs = held_out_gold_items(
+            pool, 2, blank="[blank]", n_outputs=3, seed=seed, styles=styles
+        )
+        originals = {it.key: it.original for it in items}
+        for o in outs:
+            if o.gold_role == "original":
+                assert [f.strip() for f in o.fills] == originals[o.item_key]
+            else:
+                for f in o.fills:  # the systems' surface: a capital, their punctuation
+                    letters = [c for c in f if c.isalpha()]
+                    assert (not letters or letters[0].isupper()) and f.strip()[-1] in ".!", f
 
 
 def test_restyle_copies_case_punctuation_and_leading_space():

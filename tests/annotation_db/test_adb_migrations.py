@@ -14,7 +14,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import JSON, bindparam, text
 
 from annotation_db import AnnotationStore, StorageError, get_draft
 from annotation_db.migrate import (
@@ -171,3 +171,59 @@ def test_processes_opening_a_new_database_at_once_create_it_once(tmp_path):
     con.close()
     with AnnotationStore(path=path) as store:
         assert _schema_diff(store) == []
+
+
+def test_upgrade_scores_answered_checks_again_as_a_whole(store, adb):
+    """A database whose checks were scored by the old rule (a check failed only when a wrong
+    fill was accepted) is scored again on upgrade: a rater who said "No" to everything had
+    passed; now every such check is failed. The old default slip rate goes to the new one."""
+    from annotation_db.attention import AttentionSettings
+    from annotation_db.gold import make_gold_items
+    from annotation_db.views import ItemIn
+
+    items, outputs = adb.make_items(6)
+    spare = [
+        ItemIn(f"p{i}", f"Passage {i} hides a ___ there.", [f"span{i}"], source=f"d{i}")
+        for i in range(8)
+    ]
+    gold, gold_outputs = make_gold_items(spare, 4, blank="___", n_outputs=3, donors=items)
+    store.create_study(
+        "s",
+        items + gold,
+        outputs + gold_outputs,
+        raters_per_item=1,
+        questions=["appropriate"],
+        attention=AttentionSettings(items_per_rater=10, checks_per_rater=4),
+    )
+    inv = store.invite("s", "Nay")
+    while (item := store.next_item(inv.token)) is not None:
+        nay = {o.label: {"appropriate": False} for o in item.outputs}
+        store.submit(inv.token, item.assignment_id, nay)
+    checks_sql = (
+        "SELECT a.gold_passed FROM assignment a JOIN item i ON i.id = a.item_id "
+        "WHERE i.is_gold AND a.completed_at IS NOT NULL"
+    )
+    now = store.db.read(lambda s: s.execute(text(checks_sql)).all())
+    assert now and all(not p for (p,) in now)  # scored whole at submit
+
+    def as_before(s):  # the old rule's verdicts, the old default, revision 0002
+        s.execute(text("UPDATE assignment SET gold_passed = :t WHERE gold_passed IS NOT NULL"),
+                  {"t": True})  # fmt: skip
+        old = {"slip": 0.1, "alpha": 0.05, "power": 0.85, "items_per_rater": 10,
+               "checks_per_rater": 4}  # fmt: skip
+        s.execute(
+            text("UPDATE study SET attention = :a WHERE name = 's'").bindparams(
+                bindparam("a", type_=JSON)
+            ),
+            {"a": old},
+        )
+        s.execute(text("UPDATE alembic_version SET version_num = '0002_study_attention'"))
+
+    store.db.write(as_before)
+    with AnnotationStore(settings=store.settings) as again:
+        assert _revision(again) == head_revision()
+        verdicts = again.db.read(lambda s: s.execute(text(checks_sql)).all())
+        assert len(verdicts) >= 3 and all(not p for (p,) in verdicts)
+        nay = next(r for r in again.progress("s").raters if r.display_name == "Nay")
+        assert nay.gold_failed == nay.gold_done >= 3
+        assert again.results("s").attention_rule["slip"] == 0.2

@@ -35,16 +35,19 @@ def _rated_study(store):
         raters_per_item=3,
     )
     for n, inv in enumerate(store.invite_many("rep", ["ann", EVIL, "bob"])):
-        careful = n == 2  # bob says no to everything and ties: he passes every check
+        careful = n == 2  # bob reads: he accepts only the true text of a check and prefers it
         while (item := store.next_item(inv.token)) is not None:
+            spare = item.text.startswith("Spare passage ")  # a check: its own span is true
+            own = f"gold{item.text.split()[2]}" if spare else None
+            true = [o.label for o in item.outputs if spare and own in o.text]
             ans = {
                 o.label: {
-                    "appropriate": (j + n) % 2 == 0 and not careful,
-                    "fluency": 1 if careful else 1 + (j + n) % 5,
+                    "appropriate": o.label in true if true and careful else (j + n) % 2 == 0,
+                    "fluency": 1 + (j + n) % 5,
                 }
                 for j, o in enumerate(item.outputs)
             }
-            pref = "tie" if careful else item.outputs[n % len(item.outputs)].label
+            pref = true[0] if true and careful else item.outputs[n % len(item.outputs)].label
             store.submit(inv.token, item.assignment_id, ans, preference=pref)
 
 

@@ -78,3 +78,55 @@ def test_agreement_falls_as_rater_noise_rises(sim_store):
         runs = [simulate_study(sim_store, f"alpha-{noise}-{s}", config, seed=s) for s in (7, 8)]
         alphas.append(sum(r.alpha() for r in runs) / len(runs))
     assert alphas[0] > alphas[1] > alphas[2], alphas
+
+
+def test_constant_answers_are_always_excluded_and_careless_raters_far_more_than_attentive(
+    sim_store,
+):
+    """Raters who answer "No" to everything or "Yes" to everything fail every check scored as
+    a whole and are excluded at the Paper protocol's questions and sizes; random answers, the
+    first, the last or the longest output are excluded far more often than attentive raters,
+    who are kept. Before checks were scored whole, a rater saying "No" to everything passed
+    every check. (How often each strategy is caught at the Paper protocol's size is measured by
+    bench/bench_study_simulation.py.)"""
+    from annotation_db.simulate import CARELESS
+
+    config = SimConfig(
+        rates={"magnet": 0.62, "five-shot": 0.54, "zero-shot": 0.2},
+        n_items=40,
+        inattentive_share=0.6,
+        strategies=CARELESS,
+        n_gold=10,
+        items_per_rater=12,
+        questions=("appropriate",),
+    )
+    runs = [simulate_study(sim_store, f"strat-{i}", config, seed=500 + i) for i in range(3)]
+    by: dict[str, list[bool]] = {}
+    for r in runs:
+        decided = {a.rater_id: a for a in r.results.attention}
+        for rid, strategy in r.strategy_of.items():
+            if decided[rid].gold_done >= 4:  # raters who met the planned checks
+                by.setdefault(strategy, []).append(rid in r.excluded)
+    for strategy in CARELESS:
+        assert by.get(strategy), (strategy, by)
+    assert all(by["always-no"]) and all(by["always-yes"]), by
+    careless = [x for s in CARELESS for x in by[s]]
+    assert len(careless) >= 12 and sum(careless) / len(careless) >= 0.6, by
+    assert len(by["attentive"]) >= 8 and sum(by["attentive"]) <= 1, by["attentive"]
+
+
+def test_a_skimmer_reads_everything_a_check_can_stand_on(sim_store):
+    """A rater who answers at random wherever a check certainly is not can skim only the first
+    item: every other position may hold a check."""
+    config = SimConfig(
+        rates={"a": 0.6, "b": 0.4},
+        n_items=24,
+        inattentive_share=1.0,
+        strategies=("position",),
+        n_gold=6,
+        items_per_rater=12,
+        questions=("appropriate",),
+    )
+    out = simulate_study(sim_store, "skim", config, seed=9)
+    for skimmed, regular in out.skimmed.values():
+        assert skimmed <= 1 and regular >= 1
