@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from annotation_db import (
     ARENA_STUDY,
+    PROBLEM_NAMES,
     PROBLEMS,
     AnnotationError,
     check_study_name,
@@ -40,6 +41,7 @@ from .outputs import (
     AdminPanel,
     AdminProgress,
     AdminResults,
+    DropStep,
     OutputCheck,
     StudyForm,
 )
@@ -52,6 +54,7 @@ log = logging.getLogger("app")
 STATUS_CHOICES = ("open", "closed", "draft")
 # what the page's confirmation dialog sends as the rater id when the admin says no (main.py)
 NOT_CONFIRMED = "not confirmed"
+DROP_LABEL = "Drop items with flagged outputs"
 LOGGED_IN = "Logged in."
 NO_COOKIE = (
     "The password was right, but this browser did not send the login cookie back: open the "
@@ -149,9 +152,10 @@ class AdminHandlers(ModelCalls):
                 "",
                 self.admin_studies(request),
                 self.admin_unfinished(request),
+                gr.update(visible=True),
             )
         msg = NO_COOKIE if login_message == LOGGED_IN else gr.skip()
-        return AdminPanel(gr.update(visible=False), msg, gr.skip(), "")
+        return AdminPanel(gr.update(visible=False), msg, gr.skip(), "", gr.update(visible=False))
 
     def _is_admin(self, request: object | None) -> bool:
         """A live admin cookie, sent by the app's own page (never by a page of another origin:
@@ -281,7 +285,7 @@ class AdminHandlers(ModelCalls):
         msg = (
             f"Created study '{info.name}': {render.plural(info.n_items, 'item')} plus "
             f"{render.plural(info.n_gold, 'attention check')}; systems: "
-            f"{'; '.join(TITLES.get(s, s) for s in info.systems)}."
+            f"{'; '.join(TITLES.get(s, s) for s in studies.in_order(info.systems))}."
         )
         if reused:
             msg += f" Resumed: {reused} outputs had been made before the restart."
@@ -366,11 +370,16 @@ class AdminHandlers(ModelCalls):
             )
         return "\n\n".join(lines)
 
-    def admin_invite(self, request: gr.Request | None, study: str, names: str) -> AdminInvites:
+    def admin_invite(
+        self, request: gr.Request | None, study: str, names: str, pending: str = ""
+    ) -> AdminInvites:
         """One invite per line of names -> the links (the only time tokens are shown) and a
         sentence naming the study they open. Refused for a study that cannot be rated (the
-        demo's vote store, one without items, one still generating); every link made is
-        opened here once before it is shown (a link that does not open is never handed out)."""
+        demo's vote store, one without items, one still generating, one whose flagged outputs
+        are being made again); every link made is opened here once before it is shown (a link
+        that does not open is never handed out). The first invite to a study with flagged
+        outputs asks first: it says how many and of which problems, since an invite freezes the
+        outputs; the same click again (``pending`` holding what was shown) invites."""
         self._admin(request)
         people = [n.strip() for n in (names or "").splitlines() if n.strip()]
         if not study or not people:
@@ -383,13 +392,38 @@ class AdminHandlers(ModelCalls):
                 "created, and check its outputs first.",
                 print_exception=False,
             )
-        with user_errors():
-            invites = self.store.invite_many(study, people)
-            for i in invites:  # each link opens its rater page (what the rater's click does)
-                opened = self.store.open_session(i.token)
-                if opened.study != study:
-                    raise AnnotationError(f"the link of {i.display_name} opens another study")
-            info = self.store.study(study)
+        with self.remake_lock:  # an invite and a remake of one study exclude each other
+            if study in self.remaking:
+                raise gr.Error(
+                    f"'{study}' is making its flagged outputs again: invite raters once that is "
+                    "done (an invite now would freeze the outputs and throw that work away).",
+                    print_exception=False,
+                )
+            with user_errors():
+                info = self.store.study(study)
+                found = (
+                    studies.flagged_set(self.store, study, PROBLEM_NAMES)
+                    if info.n_raters == 0 and info.kind == "study"
+                    else None
+                )
+            if found is not None and found.keys and pending != found.token:
+                return AdminInvites(
+                    gr.skip(),
+                    f"{render.plural(found.n_outputs, 'output')} of **{render.md_text(study)}**"
+                    f" {'is' if found.n_outputs == 1 else 'are'} flagged "
+                    f"({found.describe(TITLES)}; see the check above). Once a rater is invited "
+                    "the outputs can no longer be made again or dropped. Nobody was invited yet:"
+                    " click **Invite anyway** to invite, or act on the flagged outputs first.",
+                    found.token,
+                    gr.update(value=f"Invite anyway ({found.n_outputs} flagged outputs)"),
+                )
+            with user_errors():
+                invites = self.store.invite_many(study, people)
+                for i in invites:  # each link opens its rater page (what the rater's click does)
+                    opened = self.store.open_session(i.token)
+                    if opened.study != study:
+                        raise AnnotationError(f"the link of {i.display_name} opens another study")
+                info = self.store.study(study)
         rows = [[i.display_name, self._invite_link(i.token, request)] for i in invites]
         msg = (
             f"{render.plural(len(rows), 'invite link')} for the study **{render.md_text(study)}**"
@@ -400,7 +434,11 @@ class AdminHandlers(ModelCalls):
             msg += f" The study is {info.status}: its raters can start once you set it open."
         note = studies.invite_note(info, len(people))  # items all (or nearly) taken
         msg += f" {note}" if note else ""
-        return AdminInvites(rows, msg)
+        return AdminInvites(rows, msg, "", self.invite_label(study))
+
+    def invite_reset(self, study: str | None) -> tuple[str, gr.update]:
+        """Another study picked: no question waits, the button names that study."""
+        return "", self.invite_label(study)
 
     def invite_label(self, study: str | None) -> gr.update:
         """The invite button names the study its links will open."""
@@ -409,6 +447,50 @@ class AdminHandlers(ModelCalls):
         if study == ARENA_STUDY:
             return gr.update(value=f"No invite links for '{study}' (the demo's votes)")
         return gr.update(value=f"Create invite links for '{study}'")
+
+    def demo_rule(self) -> str:
+        """Which rule keeps the running studies blind, as it stands now (blinding.py)."""
+        if not self.settings.demo:
+            return "**Demo tabs:** off on this server (MAGNET_DEMO=false)."
+        self.study_passages.invalidate()  # the admin's change counts at once
+        paused = self.paused_by()
+        kept = sorted(set(self.study_passages.live()) - set(paused))
+        beside = (
+            f" Kept on beside {', '.join(repr(s) for s in kept)} by your choice: its raters "
+            "could learn there which system wrote which output."
+            if kept
+            else ""
+        )
+        if paused:
+            names = ", ".join(repr(s) for s in paused)
+            return (
+                f"**Demo tabs: paused** while {names} {'runs' if len(paused) == 1 else 'run'} "
+                "(open, with invited raters): Infill, Continue and Search answer with a "
+                "sentence, the rater page and Admin work. They are back when the study is "
+                f"closed.{beside}"
+            )
+        return (
+            "**Demo tabs: on.** They pause while a study is open and has invited raters; texts "
+            f"close to an open study's passages are refused.{beside}"
+        )
+
+    def admin_demo_choice(self, request: gr.Request | None, study: str | None) -> tuple:
+        """The picked study's choice (keep the demo on beside it, or not) and the rule."""
+        if not self._is_admin(request):
+            return gr.skip(), ""
+        return study in self.demo_policy.allowed() if study else False, self.demo_rule()
+
+    def admin_keep_demo(self, request: gr.Request | None, study: str | None, on: bool) -> str:
+        """Keep the demo on beside ``study`` while it runs (or pause it again): the admin's
+        choice, knowing what it costs, said back with the rule then in force."""
+        self._admin(request)
+        if not study or study == ARENA_STUDY:
+            raise gr.Error("Pick a rating study first.", print_exception=False)
+        with user_errors():
+            self.store.study(study)  # it exists
+        self.demo_policy.allow(study, bool(on))
+        log.info("Demo beside study %r: %s by the admin", study, "kept on" if on else "paused")
+        return self.demo_rule()
 
     def admin_check(self, request: gr.Request | None, study: str | None) -> str:
         """The picked study's outputs checked (annotation_db.fills): per system, how many are
@@ -430,16 +512,27 @@ class AdminHandlers(ModelCalls):
     ) -> OutputCheck:
         """Make the outputs flagged with any of ``problems`` again (new seed, the study's
         decoding), before any rater is invited."""
-        self._before_raters(request, study, problems)
+        with self.remake_lock:  # one remake per study, and no invite while it runs
+            self._before_raters(request, study, problems)
+            if study in self.remaking:
+                raise gr.Error(
+                    f"'{study}' is already making its flagged outputs again; wait for it.",
+                    print_exception=False,
+                )
+            self.remaking.add(study)
         progress(0, desc="Making the flagged outputs again")
 
         def report(done: int, total: int) -> None:
             progress(done / max(total, 1), desc=f"Items {done}/{total}")
 
-        with user_errors():
-            n, still = studies.regenerate_flagged(
-                self.engine, self._study_compare, self.store, study, problems, report
-            )
+        try:
+            with user_errors():
+                n, still = studies.regenerate_flagged(
+                    self.engine, self._study_compare, self.store, study, problems, report
+                )
+        finally:
+            with self.remake_lock:
+                self.remaking.discard(study)
         log.info("Study %r: %d flagged outputs made again, %d still flagged", study, n, still)
         msg = (
             f"Made {render.plural(n, 'flagged output')} again; {still} of them still have one "
@@ -450,22 +543,49 @@ class AdminHandlers(ModelCalls):
         return OutputCheck(self.admin_check(request, study), msg)
 
     def admin_drop(
-        self, request: gr.Request | None, study: str, problems: list[str]
-    ) -> OutputCheck:
-        """Drop every item with an output flagged with any of ``problems``, before raters."""
+        self, request: gr.Request | None, study: str, problems: list[str], pending: str = ""
+    ) -> DropStep:
+        """Drop every item with an output flagged with any of ``problems``, before raters, in
+        two steps: the first click says what would go (items, per problem and system, what is
+        left) and asks; the same click again, ``pending`` holding what was shown, drops exactly
+        that (if the flagged set changed meanwhile, it shows the new one and asks again)."""
         self._before_raters(request, study, problems)
+        with user_errors():
+            found = studies.flagged_set(self.store, study, problems)
+        if not found.keys:
+            return DropStep(
+                self.admin_check(request, study),
+                f"No output is flagged with {', '.join(problems)}.",
+                "",
+                gr.update(value=DROP_LABEL),
+            )
+        n, left = len(found.keys), found.n_items - len(found.keys)
+        if pending != found.token:
+            most = " That is most of the study." if left < found.n_items / 2 else ""
+            return DropStep(
+                gr.skip(),
+                f"Dropping would remove {n} of {found.n_items} items, leaving "
+                f"{render.plural(left, 'item')} to rate: an item goes when any of its outputs is"
+                f" flagged with a ticked problem ({found.describe(TITLES)}).{most} Nothing was "
+                f"dropped yet: click **Yes, drop {render.plural(n, 'item')}** to drop them, or "
+                "untick problems first.",
+                found.token,
+                gr.update(value=f"Yes, drop {render.plural(n, 'item')}"),
+            )
         with user_errors():
             keys = studies.drop_flagged(self.store, study, problems)
             info = self.store.study(study)
         log.info("Study %r: %d flagged items dropped", study, len(keys))
-        left = info.n_items  # regular items (the attention checks are kept)
         msg = (
             f"Dropped {render.plural(len(keys), 'item')} ({', '.join(keys[:10])}"
-            f"{', ...' if len(keys) > 10 else ''}); {render.plural(left, 'item')} to rate left."
-            if keys
-            else f"No output is flagged with {', '.join(problems)}."
+            f"{', ...' if len(keys) > 10 else ''}); {render.plural(info.n_items, 'item')} to "
+            "rate left."
         )
-        return OutputCheck(self.admin_check(request, study), msg)
+        return DropStep(self.admin_check(request, study), msg, "", gr.update(value=DROP_LABEL))
+
+    def drop_reset(self) -> tuple[str, gr.update]:
+        """Another study or other problems picked: no drop waits for a yes."""
+        return "", gr.update(value=DROP_LABEL)
 
     def _before_raters(self, request: gr.Request | None, study: str, problems: list[str]) -> None:
         """A study picked, problems ticked, no rater invited yet (else one sentence why not)."""

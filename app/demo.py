@@ -31,7 +31,7 @@ from .services import (
     VOTE_WINDOW_S,
     VOTES_PER_WINDOW,
     Unavailable,
-    client_of,
+    quota_client,
     session_of,
     user_errors,
 )
@@ -51,6 +51,7 @@ class DemoHandlers(ModelCalls):
         """The text, with its blanks checked as the engine checks them (no blank, only blanks,
         too many: said here, not after the call waited for the model), and no passage of an
         open study; or one sentence."""
+        self.check_demo_open()
         text = self.check_text(text, "text")
         with user_errors():
             split_blanks(text, MARKER)
@@ -117,7 +118,7 @@ class DemoHandlers(ModelCalls):
                 top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
                 seed=None,
             )
-        viewers = [f"session:{session_of(request)}", f"client:{client_of(request)}"]
+        viewers = [f"session:{session_of(request)}", f"client:{quota_client(request)}"]
         digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
         if not blind:
             for key in viewers:
@@ -191,7 +192,7 @@ class DemoHandlers(ModelCalls):
         shown = state["shown"]
         if choice in "ABC" and "ABC".index(choice) >= len(shown):
             raise gr.Error(f"There is no output {choice}.", print_exception=False)
-        voters = [f"session:{session_of(request)}", f"client:{client_of(request)}"]
+        voters = [f"session:{session_of(request)}", f"client:{quota_client(request)}"]
         wait = self.vote_limiter.wait_s(voters)
         if wait > 0:
             raise gr.Error(
@@ -245,8 +246,11 @@ class DemoHandlers(ModelCalls):
     # ---------------------------------------------------------------- Continue tab
 
     def continue_check(self, prompt: str, max_new_tokens: float = 48) -> tuple[str, int]:
-        """The input checks of continue_ (also run at join, by continue_admit)."""
+        """The input checks of continue_ (also run at join, by continue_admit): the demo not
+        paused by a study, the prompt no passage of an open study, the length in range."""
+        self.check_demo_open()
         prompt = self.check_text(prompt, "prompt")
+        self.check_not_study_passage(prompt)
         return prompt, _tokens_in_range(max_new_tokens, self.settings.max_new_tokens, "length")
 
     def continue_admit(
@@ -263,7 +267,6 @@ class DemoHandlers(ModelCalls):
         return _admit(
             6,
             [
-                lambda: self.check_text(prompt, "prompt"),
                 lambda: self.continue_check(prompt, max_new_tokens),
                 lambda: _seed(seed) if sampling == "sampled" else None,
                 lambda: self.demo_call(request),
@@ -323,8 +326,12 @@ class DemoHandlers(ModelCalls):
             return self.compare_search(query, corpus, k, progress)
 
     def search_check(self, query: str, upload: str | None = None, k: float = 5) -> str:
-        """The query's checks (also run at join, by search_admit)."""
-        return self.check_text(query, "query")
+        """The query's checks (also run at join, by search_admit): the demo not paused by a
+        study, the query no passage of an open study."""
+        self.check_demo_open()
+        query = self.check_text(query, "query")
+        self.check_not_study_passage(query)
+        return query
 
     def search_admit(
         self,

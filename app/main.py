@@ -37,6 +37,7 @@ from magnet_model.settings import ModelSpec, add_model_args
 from magnet_model.systems import TITLES
 
 from .admin import NOT_CONFIRMED, STATUS_CHOICES
+from .blinding import POLICY_FILE, DemoPolicy
 from .demo import BLIND_CHOICES, sampling_controls
 from .gpu import has_spaces, server_spec, zero_gpu
 from .handlers import MagnetApp
@@ -48,6 +49,7 @@ from .outputs import (
     AdminResults,
     ContinueColumn,
     ContinueView,
+    DropStep,
     InfillColumn,
     InfillView,
     OutputCheck,
@@ -107,6 +109,8 @@ CSS = """
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 /* the rater page: no "Use via API" or "Settings" footer (raters need neither) */
 body:has(#rate-message) footer { display: none !important; }
+/* a text typed right-to-left (Arabic, Hebrew) shows right-to-left, line by line (tour n5) */
+textarea { unicode-bidi: plaintext; }
 """
 INSERT_BLANK_JS = f"""(t) => {{
   const el = document.querySelector('#infill-text textarea');
@@ -319,7 +323,8 @@ def _admin_tab(app: MagnetApp) -> None:
     with gr.Row():
         password = gr.Textbox(label="Admin password", type="password", scale=3, elem_id="admin-pw")
         login = gr.Button("Log in", scale=1)
-        logout = gr.Button("Log out", scale=1, size="sm", elem_id="admin-logout")
+        # shown once logged in (admin_panel), never beside "Log in" before (tour q5)
+        logout = gr.Button("Log out", scale=1, size="sm", elem_id="admin-logout", visible=False)
     login_msg = gr.Markdown()
     with gr.Column(visible=False) as panel:
         gr.Markdown("### New study")
@@ -409,6 +414,15 @@ def _admin_tab(app: MagnetApp) -> None:
             rater_id = gr.Textbox(label="Rater id (see Progress)", max_lines=1, elem_id="rater-id")
             new_link = gr.Button("New invite link for this rater")
             revoke = gr.Button("Revoke this rater's invite link", variant="stop")
+        with gr.Row():
+            keep_demo = gr.Checkbox(
+                False,
+                label="Keep the demo tabs on while this study has raters (they could learn "
+                "there which system wrote which output)",
+                elem_id="admin-keep-demo",
+                scale=2,
+            )
+            demo_rule = gr.Markdown(elem_id="admin-demo-rule")
         admin_msg = gr.Textbox(label="Result", interactive=False, elem_id="admin-msg")
         results_table = gr.Dataframe(
             headers=["result", "n", "estimate", "95% interval"],
@@ -433,7 +447,7 @@ def _admin_tab(app: MagnetApp) -> None:
     # The password goes to the login route, which answers with an HttpOnly cookie; every
     # admin handler checks that cookie (the page never holds a credential of its own).
     panel_view = AdminPanel.wire(
-        panel=panel, message=login_msg, studies=study, unfinished=unfinished
+        panel=panel, message=login_msg, studies=study, unfinished=unfinished, logout=logout
     )
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(None, inputs=password, outputs=[password, login_msg], js=LOGIN_JS).then(
@@ -446,7 +460,7 @@ def _admin_tab(app: MagnetApp) -> None:
     # refusal in a text of its own (said_in), with no "Error" pill on the other outputs.
     set_status.click(
         said_in(app.admin_status, 1, 0), inputs=[study, status], outputs=admin_msg, **RATING
-    )
+    ).then(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
     new_link.click(
         said_in(app.admin_new_link, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
     )
@@ -458,8 +472,17 @@ def _admin_tab(app: MagnetApp) -> None:
         **RATING,
     )
     refresh.click(said_in(app.admin_studies, 1, 1), outputs=[study, admin_msg], **RATING)
+    # Dropping flagged items and the first invite to a study with flagged outputs ask first
+    # (tour M1, security L2): the first click says what would happen and the button asks; the
+    # second does exactly that (its token waits in a state, on the server). Picking another
+    # study (or other problems) drops the question.
+    drop_pending, invite_pending = gr.State(""), gr.State("")
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
-    study.change(app.invite_label, inputs=study, outputs=invite, **RATING)
+    study.change(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
+    keep_demo.input(
+        said_in(app.admin_keep_demo, 1, 0), inputs=[study, keep_demo], outputs=demo_rule, **RATING
+    )
+    study.change(app.invite_reset, inputs=study, outputs=[invite_pending, invite], **RATING)
     study.change(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     check.click(said_in(app.admin_check, 1, 0), inputs=study, outputs=check_report, **RATING)
     outcome = OutputCheck.wire(report=check_report, message=check_msg)
@@ -469,8 +492,17 @@ def _admin_tab(app: MagnetApp) -> None:
         outputs=outcome,
         show_progress_on=check_msg,
         **STUDY,
-    )
-    drop.click(said_in(app.admin_drop, 2, 1), inputs=[study, problems], outputs=outcome, **RATING)
+    ).then(app.invite_reset, inputs=study, outputs=[invite_pending, invite], **RATING)
+    drop.click(
+        said_in(app.admin_drop, 4, 1),
+        inputs=[study, problems, drop_pending],
+        outputs=DropStep.wire(
+            report=check_report, message=check_msg, pending=drop_pending, button=drop
+        ),
+        **RATING,
+    ).then(app.invite_reset, inputs=study, outputs=[invite_pending, invite], **RATING)
+    for picked in (study.change, problems.change):
+        picked(app.drop_reset, outputs=[drop_pending, drop], **RATING)
     form = StudyForm.wire(
         name=name,
         item_kind=item_kind,
@@ -506,11 +538,13 @@ def _admin_tab(app: MagnetApp) -> None:
         said_in(app.admin_report, 1, 0), inputs=[study, report_share], outputs=files, **RATING
     )
     invite.click(
-        said_in(app.admin_invite, 2, 1),
-        inputs=[study, names],
-        outputs=AdminInvites.wire(rows=links, message=invite_msg),
+        said_in(app.admin_invite, 4, 1),
+        inputs=[study, names, invite_pending],
+        outputs=AdminInvites.wire(
+            rows=links, message=invite_msg, pending=invite_pending, button=invite
+        ),
         **RATING,
-    )
+    ).then(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
     prog_btn.click(
         said_in(app.admin_progress, 2, 0),
         inputs=study,
@@ -545,7 +579,8 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
                 "# MAGNET\nOne decoder LLM that infills (left and right context), continues "
                 f"text and embeds sentences. Base model: {model}; adapters: {adapters}."
                 + (f" Not loaded: {', '.join(missing)} (shown as unavailable)." if missing else "")
-                + " Raters: open the invite link you were sent."
+                + " The models read and write English only. Raters: open the invite link you "
+                "were sent."
             )
         else:
             gr.Markdown("# Rating studies\nRaters: open the invite link you were sent.")
@@ -737,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         unavailable,
         cuda_inside_calls=on_zero_gpu,
         downloads=downloads,
+        demo_policy=DemoPolicy(load_store_settings().data_dir / POLICY_FILE),
     )
     if settings.demo and settings.search_warmup:
         start_search_warmup(app)  # beside building the page and launching it

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -180,6 +180,8 @@ class ModelCalls(Services):
         # one bar over all the passages still to embed (every encoder without cached vectors):
         # its count and its share are of the same total
         todo = self._to_embed(corpus) if progress is not None else 0
+        # passages of an open study are never shown (blinding.py): left out of every ranking
+        hidden = {i for i, p in enumerate(corpus.passages) if self.study_passages.matches(p)}
         before = 0  # passages of earlier encoders embedded in this call
         for system in SEARCH_SYSTEMS:
             why = self.availability(system)
@@ -206,7 +208,12 @@ class ModelCalls(Services):
                 vecs = search.corpus_index(
                     enc, corpus, self.cache_dir, report, max_cache_bytes=self.search_cache_bytes
                 )
-                found = search.top_k(enc.encode([query])[0], vecs, corpus, k)
+                want = min(len(corpus), k + len(hidden))
+                ranked = search.top_k(enc.encode([query])[0], vecs, corpus, want)
+            found = [
+                replace(h, rank=r)
+                for r, h in enumerate((h for h in ranked if h.index not in hidden), start=1)
+            ][:k]
             before += embedded[0]
             hits[system] = found
             tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
@@ -215,6 +222,11 @@ class ModelCalls(Services):
         overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
         passages = render.plural(len(corpus), "passage")
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
+        if hidden:
+            note += (
+                f". {render.plural(len(hidden), 'passage')} of a rating study running now "
+                f"{'is' if len(hidden) == 1 else 'are'} left out."
+            )
         headers = ["system", *[TITLES[b] for b in names]]
         return SearchView(tables, gr.update(value=overlap, headers=headers), note)
 

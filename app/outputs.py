@@ -208,6 +208,7 @@ class AdminPanel(Outputs):
     message: Any  # the login line (gr.skip(): keep what the login route said)
     studies: Any  # gr.update of the study dropdown (gr.skip() when not logged in)
     unfinished: str  # studies stopped while generating
+    logout: Any = None  # gr.update: "Log out" shown only when logged in (tour q5)
 
 
 @dataclass
@@ -227,10 +228,14 @@ class StudyForm(Outputs):
 
 @dataclass
 class AdminInvites(Outputs):
-    """New invite links: the table of links, and the sentence naming the study they open."""
+    """New invite links: the table of links, and the sentence naming the study they open; or,
+    before the first invite to a study with flagged outputs, the question whether to invite
+    anyway (the token of what was shown waits in ``pending``, the button asks)."""
 
-    rows: list[list[str]]  # [rater, invite link]
+    rows: Any  # [[rater, invite link], ...] (gr.skip() while asking)
     message: str
+    pending: str  # gr.State: the flagged set the admin was told of ("" when none)
+    button: Any  # the invite button's label (gr.update)
 
 
 @dataclass
@@ -239,6 +244,17 @@ class OutputCheck(Outputs):
 
     report: str  # Markdown: per system, the problems' counts and examples
     message: str
+
+
+@dataclass
+class DropStep(Outputs):
+    """Dropping items with flagged outputs in two steps: first what it would drop, with the
+    button asking to drop exactly that (its token in ``pending``), then the drop."""
+
+    report: Any  # Markdown: the outputs' check (gr.skip() while asking)
+    message: str
+    pending: str  # gr.State: the token of the set shown ("" when nothing waits for a yes)
+    button: Any  # the drop button's label (gr.update)
 
 
 @dataclass

@@ -89,8 +89,10 @@ class RaterHandlers(Services):
                     "study's organiser to rate it with fewer systems or questions.",
                     print_exception=False,
                 )
-        status = f"{prog.done} of {prog.total} done"
-        status += " — all done, thank you!" if prog.finished else ""
+        # no "N of M": the items left to a rater shrink as other raters take them (tour n7),
+        # so the page says how many are done and at most how many are left
+        status = f"{prog.done} done"
+        status += " — all done, thank you!" if prog.finished else f", up to {prog.remaining} more"
         return self._rater_view(item, head, status, token, title=session.study)
 
     @staticmethod

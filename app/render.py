@@ -51,7 +51,7 @@ def filled_html(pieces: Sequence[tuple[str, str | None]]) -> str:
         body = html.escape(text) if text.strip() else "&#8203;"  # an empty fill stays visible
         num = f'<sup class="fill-n">{k}</sup>' if n_fills > 1 else ""
         out.append(f'<mark class="fill" title="blank {k}">{body}{num}</mark>')
-    return f'<p class="filled">{"".join(out)}</p>'
+    return f'<p class="filled" dir="auto">{"".join(out)}</p>'
 
 
 def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | None) -> list:

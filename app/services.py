@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,9 +26,9 @@ from magnet_model.errors import MagnetError, ModelLoadError
 from magnet_model.inference import search
 from magnet_model.inference.engine import Engine
 
-from .blinding import RUN_WORDS, StudyPassages
+from .blinding import DemoPolicy, StudyPassages
 from .jobs import ModelGate, StudyJobs
-from .security import AdminSessions, LoginThrottle, PrivateDownloads, RateLimiter
+from .security import AdminSessions, LoginThrottle, PrivateDownloads, RateLimiter, client_key
 from .settings import AppSettings
 
 VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session and per client
@@ -96,6 +97,11 @@ class Services:
     model_gate: ModelGate = field(default_factory=ModelGate)
     # the passages of the open studies, which the demo does not fill (None: made from the store)
     study_passages: StudyPassages | None = None
+    # the studies beside which the admin keeps the demo on (blinding.DemoPolicy)
+    demo_policy: DemoPolicy = field(default_factory=DemoPolicy)
+    # studies whose flagged outputs are being made again; an invite to one of them waits
+    remaking: set[str] = field(default_factory=set)
+    remake_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         st = self.settings
@@ -117,7 +123,7 @@ class Services:
         address (or a crowd) may not take it all; ratings never pass through here. Called by
         the validators (demo.py's *_admit) when a call joins the queue and passed its checks,
         so waiting calls count as soon as they wait and refused ones not at all."""
-        client = f"client:{client_of(request)}"
+        client = f"client:{quota_client(request)}"
         mine = self.demo_per_client.wait_s([client])
         everyone = self.demo_total.wait_s(["all"])
         if mine > 0 or everyone > 0:
@@ -133,15 +139,31 @@ class Services:
         self.demo_per_client.record([client])
         self.demo_total.record(["all"])
 
+    def paused_by(self) -> tuple[str, ...]:
+        """The live studies (open, with invited raters) that pause the demo: all but those
+        the admin keeps the demo on beside (blinding.DemoPolicy)."""
+        allowed = self.demo_policy.allowed()
+        return tuple(s for s in self.study_passages.live() if s not in allowed)
+
+    def check_demo_open(self) -> None:
+        """Refuse any model call of the demo while a study that pauses it runs: a rater could
+        otherwise learn which system wrote which output, whatever text they typed."""
+        if self.paused_by():
+            raise gr.Error(
+                "The demo is paused while a rating study runs on this server: its raters judge "
+                "the systems' outputs blind, and the demo could show which system wrote which. "
+                "It is back when the study is closed.",
+                print_exception=False,
+            )
+
     def check_not_study_passage(self, text: str) -> None:
-        """Refuse a text that is, or shares a run of words with, a passage of an open study:
-        the demo would show which system wrote which of the raters' outputs."""
+        """Refuse a text that is (close to) a passage of an open study: the demo would show
+        which system wrote which of the raters' outputs. How close is not said."""
         if self.study_passages.matches(text):
             raise gr.Error(
-                "This text is, or shares a run of "
-                f"{RUN_WORDS} words with, a passage of a rating study that is running now. "
-                "While the study runs the demo does not fill its passages: it would show which "
-                "system wrote which of the outputs the raters judge blind.",
+                "This text is too close to a passage of a rating study that is running now. "
+                "While the study runs the demo does not fill, continue or show its passages: it "
+                "would show which system wrote which of the outputs the raters judge blind.",
                 print_exception=False,
             )
 
@@ -201,3 +223,10 @@ def client_of(request: gr.Request | None) -> str:
     """The client's address as the server saw it (behind a proxy: the proxy's)."""
     client = getattr(request, "client", None)
     return str(getattr(client, "host", None) or "unknown")
+
+
+def quota_client(request: gr.Request | None) -> str:
+    """The unit a per-address quota counts (demo calls, blind votes): an IPv4 address or the
+    /64 network of an IPv6 one, as the login backoff counts (``security.client_key``): one
+    host usually holds a whole /64, so its addresses are not that many clients."""
+    return client_key(client_of(request))

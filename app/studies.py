@@ -46,6 +46,15 @@ from .render import model_name, plural
 
 MARKER = "[blank]"
 INFILL_SYSTEMS = systems.for_task("infill")  # MAGNET and the prompted baselines
+
+
+def in_order(names: Sequence[str]) -> list[str]:
+    """System names in the one order the app shows them (the demo's columns: MAGNET, then
+    the prompted baselines), unknown names after them as given."""
+    rank = {s: i for i, s in enumerate(INFILL_SYSTEMS)}
+    return sorted(names, key=lambda s: rank.get(s, len(rank)))
+
+
 ITEM_KINDS = ("words", "sentence")  # built-in items: 2-5 words blanked, or one whole sentence
 # Study outputs are sampled (as the arena's blind runs are), each item with a seed derived from
 # a per-study secret, so that pasting an item into the demo does not reproduce its outputs and
@@ -88,8 +97,8 @@ PAPER = Preset(
     systems=INFILL_SYSTEMS,
     questions=("appropriate",),
     raters_per_item=3,
-    # 5 of them per rater among 12 items (attention.plan_checks: the rule's 85% power at 5%
-    # attentive raters excluded); 10 in the study, so that raters meet different ones
+    # per rater among 12 items as many as attention.plan_checks needs (the rule's 85% power
+    # at 5% attentive raters excluded); 10 in the study, so that raters meet different ones
     n_gold=10,
     max_span_tokens=SENTENCE_SPAN_TOKENS,
     instructions=(
@@ -454,8 +463,8 @@ def build_study(
 
 def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[OutputIn]]:
     """The attention checks of a draft whose outputs are all made: their fills as long as the
-    systems' fills and with their surface (first letter's case, final punctuation, leading
-    space; ``held_out_gold_items``)."""
+    systems' fills; the wrong ones with the systems' surface (first letter's case, final
+    punctuation, leading space), the true text as written (``held_out_gold_items``)."""
     draft = get_draft(store, name)
     n_gold = int(draft.settings.get("n_gold") or 0)
     if not n_gold:
@@ -532,6 +541,45 @@ def regenerate_flagged(
     remade = {(o.item_key, o.system) for o in new}
     still = [f for f in flagged(store, name, problems) if (f.item_key, f.system) in remade]
     return len(new), len(still)
+
+
+@dataclass(frozen=True)
+class FlaggedSet:
+    """What one action on flagged outputs would touch, before it runs: the items, how many
+    outputs per (problem, system), and a token naming exactly this set (a confirmation must
+    carry it, so that what is done is what was shown)."""
+
+    study: str
+    problems: tuple[str, ...]
+    keys: tuple[str, ...]  # items with an output flagged with one of the problems
+    per_problem: dict[tuple[str, str], int]  # (problem, system) -> outputs
+    n_items: int  # the study's regular items now
+    n_outputs: int = 0  # outputs flagged with any of the problems
+
+    @property
+    def token(self) -> str:
+        said = "\n".join([self.study, *sorted(self.problems), "", *sorted(self.keys)])
+        return hashlib.sha256(said.encode("utf-8")).hexdigest()[:20]
+
+    def describe(self, titles: dict[str, str]) -> str:
+        """Per problem, the outputs flagged with it per system, in words."""
+        by_problem: dict[str, list[str]] = {}
+        for (problem, system), n in sorted(self.per_problem.items()):
+            by_problem.setdefault(problem, []).append(f"{titles.get(system, system)} {n}")
+        return "; ".join(f"{p}: {', '.join(v)}" for p, v in by_problem.items())
+
+
+def flagged_set(store: AnnotationStore, name: str, problems: Sequence[str]) -> FlaggedSet:
+    """The items and outputs flagged with any of ``problems`` now (nothing is changed)."""
+    found = flagged(store, name, problems)
+    wanted = set(problems)
+    per: dict[tuple[str, str], int] = {}
+    for f in found:
+        for p in wanted & set(f.problems):
+            per[(p, f.system)] = per.get((p, f.system), 0) + 1
+    keys = tuple(dict.fromkeys(f.item_key for f in found))
+    n_items = store.study(name).n_items
+    return FlaggedSet(name, tuple(sorted(wanted)), keys, per, n_items, len(found))
 
 
 def drop_flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list[str]:

@@ -57,7 +57,7 @@ def _made_study(store, name, *, n_items, n_gold, items_per_rater, k=1, fill="A C
 def test_the_paper_protocol_gives_each_rater_the_checks_the_rule_needs():
     p = studies.PAPER
     a = studies.study_attention(p.questions, 3, p.n_items, p.n_gold, p.items_per_rater)
-    assert (a.items_per_rater, a.checks_per_rater) == (12, 5)
+    assert (a.items_per_rater, a.checks_per_rater) == (12, 4)
     assert p.n_gold > a.checks_per_rater  # so that raters meet different checks
 
 
@@ -67,7 +67,7 @@ def test_the_create_message_says_what_too_few_checks_cost(store):
     assert (a.items_per_rater, a.checks_per_rater) == (12, 2)
     note = studies.checks_note(info)
     assert "Each rater meets 2 attention check(s) among 12 items" in note
-    assert "The rule needs 5" in note and "undecided" in note
+    assert "The rule needs 4" in note and "undecided" in note
     info, _ = _made_study(store, "enough", n_items=20, n_gold=6, items_per_rater=12)
     assert "needs" not in studies.checks_note(info)
 
@@ -85,13 +85,19 @@ def test_the_admin_is_told_at_invite_time_when_items_are_all_taken(store):
     assert store.next_item(late) is None
 
 
-def test_a_generated_studys_checks_start_and_end_like_the_systems_fills(store):
+def test_a_generated_studys_checks_read_as_written_and_wrong_fills_look_like_the_systems(store):
     """Every system fill starts with a capital and ends with a full stop; the held-out
-    originals are lower-case word runs: the checks' fills take the systems' surface."""
+    originals are lower-case word runs. The wrong fills take the systems' surface; the true
+    text of a check is shown exactly as written (restyling it broke it for readers: "back
+    seat. of the car", "51% Of the total", "mediterranean Sea")."""
     _, gold_outputs = _made_study(store, "styled", n_items=6, n_gold=2, items_per_rater=6)
-    fills = [f for o in gold_outputs for f in o.fills]
-    assert len(fills) == 6
-    assert all(f[0].isupper() and f.endswith(".") for f in fills), fills
+    wrong = [f for o in gold_outputs if o.gold_role == "corrupted" for f in o.fills]
+    assert len(wrong) == 4
+    assert all(f[0].isupper() and f.endswith(".") for f in wrong), wrong
+    pool = {it.key: it.original for it in _items(2 * 3 * 4, prefix="h")}
+    for o in gold_outputs:
+        if o.gold_role == "original":
+            assert [f.strip() for f in o.fills] == pool[o.item_key.removeprefix("gold-")]
 
 
 def test_admin_results_show_the_rule_and_every_raters_figures(store):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, fake_request, make_app
+from app_fixtures import admin_request, fake_request, invite, make_app
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
@@ -62,7 +62,11 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     token = small_study(app)
     page = app.rate_load("", fake_request(token=token))
     v = page.view
-    assert page.token == token and "Ada" in v.head["value"] and v.status.startswith("0 of 2")
+    assert (
+        page.token == token
+        and "Ada" in v.head["value"]
+        and v.status.startswith("0 done, up to 2 more")
+    )
     assert "[blank]" in v.item_text["value"] and v.submit["visible"] is True
     assert len(v.slots) == MAX_OUTPUTS and all(len(s.likert) == MAX_LIKERT for s in v.slots)
     shown = [s for s in v.slots if s.visible["visible"]]
@@ -83,7 +87,7 @@ def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):
     assert sorted(fills) == ["ran", "sat"]
 
     nxt = app.rate_submit(token, v.shown_item, *answers(2), "A", "  looks fine ")
-    assert nxt.status.startswith("1 of 2") and nxt.shown_item != v.shown_item
+    assert nxt.status.startswith("1 done, up to 1 more") and nxt.shown_item != v.shown_item
     rows = app.store.progress("pilot").raters
     assert rows[0].done == 1
     done = app.rate_submit(token, nxt.shown_item, *answers(2), "tie", "")
@@ -157,7 +161,7 @@ def test_rater_page_shows_a_refusal_inline_and_keeps_every_answer(app):
     assert app.store.progress("pilot").judgments_done == 0
     ok = submit(token, aid, *answers(2), "A", "")
     assert ok[:-1] == app.rate_load(token, None).view.values() and ok[-1] == ""
-    assert app.rate_open(token).status.startswith("1 of 2")
+    assert app.rate_open(token).status.startswith("1 done, up to 1 more")
     assert submit.__name__ == "rate_submit"
 
 
@@ -173,7 +177,8 @@ def test_admin_login_and_every_admin_call_needs_it(app):
     login = app.admin_login("wrong")
     assert login.authorized is False and login.session is None
     assert login.message == "Wrong password."
-    assert app.admin_panel(login.message, fake_request()).panel["visible"] is False
+    out = app.admin_panel(login.message, fake_request())
+    assert out.panel["visible"] is False and out.logout["visible"] is False  # no "Log out" yet
     small_study(app)
     login = app.admin_login("s3cret")
     assert login.authorized is True and login.session
@@ -181,6 +186,7 @@ def test_admin_login_and_every_admin_call_needs_it(app):
     req.cookies = {"magnet_admin": login.session}
     panel = app.admin_panel(login.message, req)
     assert panel.panel["visible"] is True and panel.studies["choices"] == ["pilot"]
+    assert panel.logout["visible"] is True
     for call in (
         lambda: app.admin_studies(fake_request()),
         lambda: app.admin_progress(fake_request(), "pilot"),
@@ -230,7 +236,7 @@ def test_admin_creates_study_from_upload_invites_and_reports(app, tmp_path):
     assert "[blank]" in auto.text and auto.original  # a span was blanked automatically
     assert any(i.is_gold for i in created)
 
-    links = app.admin_invite(admin_request(app), "study1", "Ann\n\nBob\n").rows
+    links = invite(app, "study1", "Ann\n\nBob\n").rows
     assert [r[0] for r in links] == ["Ann", "Bob"]
     assert all(r[1].startswith("http://demo.test:7860/rate?token=") for r in links)
     token = links[0][1].split("token=")[1]
@@ -318,7 +324,7 @@ def test_export_names_the_rater_the_model_and_a_hash_of_the_adapter(app, tmp_pat
     items.write_text(json.dumps({"key": "a", "text": "the cat [blank] on the mat ."}))
     app.admin_create(admin_request(app), "prov", str(items), 1, ["magnet", "zero-shot"],
                      ["appropriate"], 1, 0, "", 2)  # fmt: skip
-    (link,) = app.admin_invite(admin_request(app), "prov", "Grace Hopper").rows
+    (link,) = invite(app, "prov", "Grace Hopper").rows
     token = link[1].split("token=")[1]
     app.rate_submit(token, app.rate_open(token).shown_item, *answers(2), None, "")
     exported = downloaded(app, app.admin_export(admin_request(app), "prov", "csv")).read_text(

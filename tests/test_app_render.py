@@ -34,7 +34,7 @@ def test_the_model_is_described_by_name_never_by_server_path(tmp_path):
 def test_filled_html_is_one_paragraph_with_inline_escaped_fills():
     pieces = [("<b>x</b> Welling", None), ("ton", "blank 1"), (" is & ", None), ("", "blank 2")]
     out = render.filled_html(pieces)
-    assert out.startswith('<p class="filled">') and out.count("<p") == 1
+    assert out.startswith('<p class="filled" dir="auto">') and out.count("<p") == 1
     assert "&lt;b&gt;x&lt;/b&gt; Welling" in out and " is &amp; " in out
     assert '<mark class="fill" title="blank 1">ton<sup class="fill-n">1</sup></mark>' in out
     assert 'title="blank 2">&#8203;<sup' in out  # an empty fill still shows where it is

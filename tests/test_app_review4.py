@@ -152,7 +152,7 @@ def test_the_demo_refuses_passages_of_an_open_study_and_says_why(app):
     for text in refused:
         why = _refusal(app.infill_admit(text, max_span=2, request=_visitor("10.0.0.1")))
         assert why and "rating study that is running now" in why, text
-        with pytest.raises(gr.Error, match="does not fill its passages"):  # the handler too
+        with pytest.raises(gr.Error, match="does not fill, continue or show"):  # the handler too
             app.infill(text, max_span=2)
     fine = "The Great Wall of China is long, and [blank] visit it every year."  # 6 shared words
     assert _refusal(app.infill_admit("This is a short [blank] item.", max_span=2)) is None

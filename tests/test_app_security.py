@@ -250,6 +250,29 @@ def test_demo_calls_are_limited_per_address_and_in_total(engine, tmp_path):
     assert refusal(app.infill_admit(TEXT, max_span=2, request=c)) is None  # the window slid
 
 
+def test_one_ipv6_network_counts_as_one_address_for_the_demo_quota(engine, tmp_path):
+    """Addresses of one /64 are one host's: they share the per-address quota, as one IPv4
+    address does; another /64 does not."""
+    app = make_app(tmp_path, engine, demo_calls_per_minute=2, demo_calls_per_minute_total=50)
+    clock = Clock()
+    app.demo_per_client = RateLimiter(2, 60.0, clock=clock)
+
+    def visitor(host: str):
+        req = fake_request()
+        req.client = type("C", (), {"host": host})()
+        return req
+
+    def refusal(validation: list[dict]) -> str | None:
+        return next((v["message"] for v in validation if not v["is_valid"]), None)
+
+    one_host = [visitor(f"2001:db8:1:2::{i:x}") for i in range(1, 4)]
+    assert refusal(app.infill_admit(TEXT, max_span=2, request=one_host[0])) is None
+    assert refusal(app.infill_admit(TEXT, max_span=2, request=one_host[1])) is None
+    why = refusal(app.infill_admit(TEXT, max_span=2, request=one_host[2]))
+    assert why and "from your address" in why
+    assert refusal(app.infill_admit(TEXT, max_span=2, request=visitor("2001:db8:1:3::1"))) is None
+
+
 def _uploads_app(app):
     demo = build_demo(app)
     demo.max_file_size = None  # what launch() sets (Gradio's own cap; the guard's is below it)

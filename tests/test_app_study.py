@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, urlparse
 
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, fake_request, make_app
+from app_fixtures import admin_request, fake_request, invite, make_app
 from tiny_models import tiny_engine
 
-from annotation_db import ItemIn, OutputIn, start_draft
+from annotation_db import PROBLEM_NAMES, ItemIn, OutputIn, start_draft
 from app import studies
 from app.main import build_demo
 from magnet_model.errors import MagnetError
@@ -217,14 +217,97 @@ def test_flagged_outputs_are_shown_made_again_or_dropped_before_raters(engine, t
     chats = studies.flagged(app.store, "chatty", ["chat"])
     assert [f.fill for f in chats] == ["SmolLM."]
     assert "**chat** (1)" in done.report
-    dropped = app.admin_drop(admin_request(app), "chatty", ["chat"])
+    asked = app.admin_drop(admin_request(app), "chatty", ["chat"])
+    assert asked.message.startswith("Dropping would remove 1 of 3 items, leaving 2 items")
+    assert asked.button["value"] == "Yes, drop 1 item" and asked.pending
+    dropped = app.admin_drop(admin_request(app), "chatty", ["chat"], asked.pending)
     assert f"Dropped 1 item ({chats[0].item_key}); 2 items to rate left." == dropped.message
     assert studies.flagged(app.store, "chatty", ["chat"]) == []
+    assert dropped.pending == "" and dropped.button["value"] == "Drop items with flagged outputs"
 
-    app.admin_invite(admin_request(app), "chatty", "Ann")
+    invite(app, "chatty", "Ann")
     for act in (app.admin_drop, app.admin_regenerate):
         with pytest.raises(gr.Error, match="1 invited rater"):
             act(admin_request(app), "chatty", ["empty"])
+
+
+def test_dropping_flagged_items_says_what_would_go_and_asks_first(engine, tmp_path,
+                                                                  monkeypatch):  # fmt: skip
+    """The first click says how many items would go of how many, per problem and system, and
+    drops nothing; only the same click again, with what was shown, drops them. If the flagged
+    set changed meanwhile, the new one is shown and asked about (browser tour s5, M1: 97 of 100
+    items went in one click)."""
+    app = make_app(tmp_path, engine)
+    _chatty(app, monkeypatch, ["SmolLM.", "a fill", "I'm ready to help.", "a fill", "fine"])
+    app.admin_create(admin_request(app), "drops", _items_file(tmp_path, 4), 4,
+                     ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    before = app.store.study("drops").n_items
+    asked = app.admin_drop(admin_request(app), "drops", ["chat"])
+    assert asked.message.startswith(f"Dropping would remove 2 of {before} items")
+    assert (
+        "chat: Base, zero-shot prompt 2" in asked.message and "Nothing was dropped" in asked.message
+    )
+    assert asked.button["value"] == "Yes, drop 2 items"
+    assert app.store.study("drops").n_items == before  # nothing dropped yet
+    # a made-up or stale answer is a new question, not a drop
+    again = app.admin_drop(admin_request(app), "drops", ["chat"], "made-up")
+    assert again.pending == asked.pending and app.store.study("drops").n_items == before
+    wider = app.admin_drop(admin_request(app), "drops", ["chat", "empty"], asked.pending)
+    assert wider.message.startswith("Dropping would remove") and wider.pending != asked.pending
+    assert app.store.study("drops").n_items == before
+    done = app.admin_drop(admin_request(app), "drops", ["chat"], asked.pending)
+    assert done.message.startswith("Dropped 2 items") and app.store.study("drops").n_items == 2
+    assert app.drop_reset() == (
+        "",
+        {"value": "Drop items with flagged outputs", "__type__": "update"},
+    )
+
+
+def test_the_first_invite_to_a_study_with_flagged_outputs_asks_first(engine, tmp_path,
+                                                                     monkeypatch):  # fmt: skip
+    """Inviting freezes a study's outputs: with outputs flagged, the first invite says how
+    many and of which problems and invites nobody; the same click again invites (security
+    review s5, L2). A study with nothing flagged invites at once."""
+    app = make_app(tmp_path, engine)
+    _chatty(app, monkeypatch, ["SmolLM.", "a fill", "a fill"])
+    app.admin_create(admin_request(app), "flag", _items_file(tmp_path, 3), 3,
+                     ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    asked = app.admin_invite(admin_request(app), "flag", "Ann")
+    n = len(studies.flagged(app.store, "flag", PROBLEM_NAMES))
+    assert (
+        asked.pending
+        and f"{n} output" in asked.message
+        and "chat: Base, zero-shot" in asked.message
+    )
+    assert "Nobody was invited yet" in asked.message
+    assert asked.button["value"] == f"Invite anyway ({n} flagged outputs)"
+    assert app.store.study("flag").n_raters == 0
+    made = app.admin_invite(admin_request(app), "flag", "Ann", asked.pending)
+    assert [r[0] for r in made.rows] == ["Ann"] and made.pending == ""
+    assert made.button["value"] == "Create invite links for 'flag'"
+    more = app.admin_invite(admin_request(app), "flag", "Bob")  # frozen now: no question
+    assert [r[0] for r in more.rows] == ["Bob"]
+    assert app.invite_reset("flag") == ("", app.invite_label("flag"))
+
+
+def test_a_remake_and_an_invite_of_one_study_exclude_each_other(engine, tmp_path, monkeypatch):
+    """While a study's flagged outputs are made again, an invite to it is refused with why
+    (it would freeze the outputs and throw the remake away), and a second remake is refused;
+    other studies are not held up (browser tour s5, n3)."""
+    app = make_app(tmp_path, engine)
+    _chatty(app, monkeypatch, ["SmolLM."] * 2 + ["a fill"] * 10)
+    app.admin_create(admin_request(app), "busy", _items_file(tmp_path, 2), 2,
+                     ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    app.remaking.add("busy")  # as admin_regenerate holds it while it runs
+    with pytest.raises(gr.Error, match="making its flagged outputs again: invite raters once"):
+        app.admin_invite(admin_request(app), "busy", "Ann")
+    with pytest.raises(gr.Error, match="already making its flagged outputs again"):
+        app.admin_regenerate(admin_request(app), "busy", ["chat"])
+    assert app.store.study("busy").n_raters == 0
+    app.remaking.discard("busy")
+    done = app.admin_regenerate(admin_request(app), "busy", ["chat"])
+    assert "Made 2 flagged outputs again" in done.message and app.remaking == set()
+    assert invite(app, "busy", "Ann").rows
 
 
 def test_invites_name_their_study_and_every_link_opens(engine, tmp_path):
@@ -245,7 +328,7 @@ def test_invites_name_their_study_and_every_link_opens(engine, tmp_path):
     with pytest.raises(gr.Error, match="still generating"):
         app.admin_invite(admin_request(app), "busy", "Amy")
 
-    made = app.admin_invite(admin_request(app), "real", "Ann\nBob\nCy")
+    made = invite(app, "real", "Ann\nBob\nCy")
     assert "3 invite links for the study **real**" in made.message
     assert [r[0] for r in made.rows] == ["Ann", "Bob", "Cy"]
     for name, link in made.rows:  # open each link as the rater's browser does
@@ -262,8 +345,8 @@ def test_while_a_study_generates_the_study_list_and_invites_stay_usable(engine, 
     demo = build_demo(make_app(tmp_path, engine))
     (create,) = [d for d in demo.fns.values() if d.name == "admin_create"]
     assert [c.elem_id for c in create.show_progress_on] == ["admin-create-msg"]
-    labels = [d for d in demo.fns.values() if d.name == "invite_label"]
-    assert [d.outputs[0].elem_id for d in labels] == ["admin-invite"]
-    assert [c.elem_id for c in labels[0].inputs] == ["admin-study"]
+    labels = [d for d in demo.fns.values() if d.name == "invite_reset"]
+    assert labels and {d.outputs[1].elem_id for d in labels} == {"admin-invite"}
+    assert all([c.elem_id for c in d.inputs] == ["admin-study"] for d in labels)
     (invite,) = [d for d in demo.fns.values() if d.name == "admin_invite"]
     assert invite.inputs[0].elem_id == "admin-study"

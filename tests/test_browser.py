@@ -79,6 +79,15 @@ def _study(db: Path) -> str:
         store.create_study(
             "e2e", [item], outs, questions=["appropriate", "preference"], raters_per_item=6
         )
+        # no rater yet, two chat replies among its outputs: what the admin must be asked about
+        items = [ItemIn(f"f{k}", f"the dog [blank] in the park {k} .", ["ran"]) for k in range(3)]
+        replies = ["I'm ready to help.", "SmolLM.", "ran"]
+        flagged = [
+            OutputIn(it.key, sys_, it.text.replace("[blank]", fill), [fill])
+            for it, reply in zip(items, replies, strict=True)
+            for sys_, fill in (("magnet", "ran"), ("zero-shot", reply))
+        ]
+        store.create_study("flagged", items, flagged, questions=["appropriate"])
         return store.invite("e2e", "Browser rater").token, store.invite("e2e", "Phone rater").token
 
 
@@ -99,6 +108,10 @@ def served(tmp_path_factory):
     port = free_port()
     env = dict(os.environ, MAGNET_ADMIN_PASSWORD="pw", GRADIO_ANALYTICS_ENABLED="False")
     env["MAGNET_DATA_DIR"] = str(tmp / "data")  # the private download folder too
+    # the demo runs beside e2e (which has raters) by the admin's choice, so that the tabs can
+    # be walked; the last test takes that choice back and sees the demo pause
+    (tmp / "data").mkdir()
+    (tmp / "data" / "demo-during-studies.json").write_text('["e2e"]')
     env["PYTHONPATH"] = str(ROOT)
     env["MAGNET_SEARCH_WARMUP"] = "false"  # the test searches an uploaded corpus
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
@@ -253,7 +266,7 @@ def test_end_to_end_in_chromium(served, page):
     assert page.get_by_role("tab").count() == 0
     body = page.locator("body").inner_text().lower()
     assert [w for w in NOT_ON_RATER_PAGE if w in body] == [], body
-    assert "0 of 1 done" in body
+    assert "0 done, up to 1 more" in body
     expect(page.locator("footer")).to_be_hidden()  # no "Use via API" or "Settings" for raters
     expect(page.get_by_label("Study and instructions")).to_have_value(re.compile("Browser rater"))
     # One answer missing: one inline sentence, no error overlay, answers kept, page usable.
@@ -284,6 +297,7 @@ def test_end_to_end_in_chromium(served, page):
 
     page.goto(served["url"])
     page.get_by_role("tab", name="Admin").click()
+    expect(page.get_by_role("button", name="Log out")).to_be_hidden()  # only once logged in
     for press in ("Enter", None):  # Enter logs in, and so does the button
         page.get_by_label("Admin password").fill("nope")
         if press:
@@ -334,6 +348,31 @@ def test_end_to_end_in_chromium(served, page):
     note = page.get_by_text("not enough votes for an interval (n = 1, need 10)")
     note.first.wait_for(state="attached")  # a cell of the results table
     _shot(page, "admin-results")
+    # A study with flagged outputs and no rater: the first invite asks (it would freeze the
+    # outputs), dropping says what would go and asks, and only the second click drops.
+    _pick_study(page, "flagged")
+    expect(page.locator("#admin-check-report")).to_contain_text("Outputs of flagged, checked")
+    page.get_by_label("Rater names, one per line").fill("Zoe")
+    page.get_by_role("button", name="Create invite links for 'flagged'").click()
+    invite_msg = page.locator("#admin-invite-msg")
+    expect(invite_msg).to_contain_text("2 outputs of flagged are flagged")
+    expect(invite_msg).to_contain_text("Nobody was invited yet")
+    expect(page.get_by_role("button", name="Invite anyway (2 flagged outputs)")).to_be_visible()
+    _shot(page, "admin-invite-asks")
+    page.get_by_role("button", name="Drop items with flagged outputs").click()
+    check_msg = page.locator("#admin-check-msg")
+    expect(check_msg).to_contain_text("Dropping would remove 2 of 3 items, leaving 1 item")
+    expect(check_msg).to_contain_text("Nothing was dropped yet")
+    with AnnotationStore(path=served["db"]) as store:
+        assert store.study("flagged").n_items == 3  # asked, not dropped
+    _shot(page, "admin-drop-preview")
+    page.get_by_role("button", name="Yes, drop 2 items").click()
+    expect(check_msg).to_contain_text("Dropped 2 items")
+    expect(page.get_by_role("button", name="Drop items with flagged outputs")).to_be_visible()
+    expect(page.get_by_role("button", name="Create invite links for 'flagged'")).to_be_visible()
+    _shot(page, "admin-dropped")
+    with AnnotationStore(path=served["db"]) as store:
+        assert store.study("flagged").n_items == 1
     # the login is an HttpOnly, SameSite=Strict cookie (no script reads it), and Log out ends it
     assert "magnet_admin" not in page.evaluate("document.cookie")
     (cookie,) = [c for c in page.context.cookies() if c["name"] == "magnet_admin"]
@@ -446,3 +485,34 @@ def test_paper_preset_planner_and_report_in_chromium(served, page, phone):
     expect(phone.get_by_role("heading", name="Study report: e2e")).to_be_visible()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 400
     _shot(phone, "report-phone")
+
+
+def test_the_demo_pauses_while_a_study_has_raters(served, page, phone):
+    """The admin takes back the choice to keep the demo on beside e2e (which has raters):
+    Infill answers with the pause's sentence at desktop and phone widths, and Admin says which
+    rule is in force; keeping it on again brings the demo back."""
+    from playwright.sync_api import expect
+
+    page.goto(served["url"])
+    page.get_by_role("tab", name="Admin").click()
+    page.get_by_label("Admin password").fill("pw")
+    page.get_by_label("Admin password").press("Enter")
+    _pick_study(page, "e2e")
+    keep = page.get_by_label(re.compile("^Keep the demo tabs on while this study has raters"))
+    expect(keep).to_be_checked()
+    expect(page.locator("#admin-demo-rule")).to_contain_text("Kept on beside 'e2e'")
+    keep.uncheck()
+    expect(page.locator("#admin-demo-rule")).to_contain_text("Demo tabs: paused while 'e2e'")
+    _shot(page, "admin-demo-paused")
+    for pg, name in ((page, "infill-paused"), (phone, "infill-paused-phone")):
+        pg.goto(served["url"])
+        pg.locator("#infill-text textarea").fill("the bird [blank] over the sea .")
+        pg.locator("#infill-run").click()
+        expect(pg.locator("#infill-text")).to_contain_text(
+            "The demo is paused while a rating study runs", timeout=15_000
+        )
+        _shot(pg, name)
+    page.get_by_role("tab", name="Admin").click()
+    _pick_study(page, "e2e")
+    page.get_by_label(re.compile("^Keep the demo tabs on while this study has raters")).check()
+    expect(page.locator("#admin-demo-rule")).to_contain_text("Kept on beside 'e2e'")
