@@ -1,0 +1,115 @@
+"""How well the output checks find what a reader finds: precision and recall of
+``annotation_db.fills.fill_problems`` against hand-labelled real outputs of the three systems
+(tests/data/labelled_outputs.jsonl; the labelling rule is in tests/data/labelled_outputs.md).
+
+    python bench/measure_output_checks.py
+
+Per problem (empty, overlong, unfinished, chat, copy, repeats): rows scored, labelled
+positives, flagged, true positives, precision and recall with 95% Wilson intervals, and the
+false positives and false negatives (id, fill) to improve the rules on. A check is scored only
+on rows that give it what it needs: overlong and unfinished need the original, copy the
+passage (quoted outputs lack them). The context passed is the item's text as the app stores it:
+left, the blank marker, right. Prints a table, writes bench/results/output_checks.json and
+bench/results/output_checks.md. Pure text, no model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from annotation_db.fills import MARKER, PROBLEM_NAMES, fill_problems  # noqa: E402
+from annotation_db.stats import wilson_interval  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "labelled_outputs.jsonl"
+RESULTS = ROOT / "bench" / "results"
+NEEDS = {"overlong": ("original",), "unfinished": ("original",), "copy": ("left", "right")}
+
+
+def wilson(k: int, n: int) -> tuple[float | None, float | None, float | None]:
+    """k / n with its 95% Wilson score interval (None when n is 0)."""
+    if n == 0:
+        return None, None, None
+    ci = wilson_interval(k, n)
+    return k / n, ci.low, ci.high
+
+
+def context(row: dict[str, Any]) -> str:
+    if row["left"] is None and row["right"] is None:
+        return ""
+    return f"{row['left'] or ''} {MARKER} {row['right'] or ''}".strip()
+
+
+def measure(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    flagged = {r["id"]: fill_problems(r["fill"], r["original"], context(r)) for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for p in PROBLEM_NAMES:
+        scored = [r for r in rows if all(r[k] is not None for k in NEEDS.get(p, ()))]
+        pos = {r["id"] for r in scored if p in r["labels"]}
+        flag = {r["id"] for r in scored if p in flagged[r["id"]]}
+        tp = len(pos & flag)
+        prec, recall = wilson(tp, len(flag)), wilson(tp, len(pos))
+        out[p] = {
+            "rows": len(scored),
+            "positives": len(pos),
+            "flagged": len(flag),
+            "true_positives": tp,
+            "precision": prec[0],
+            "precision_ci": list(prec[1:]),
+            "recall": recall[0],
+            "recall_ci": list(recall[1:]),
+            "false_positives": [[r["id"], r["fill"]] for r in scored if r["id"] in flag - pos],
+            "false_negatives": [[r["id"], r["fill"]] for r in scored if r["id"] in pos - flag],
+        }
+    return out
+
+
+def _pct(x: float | None, ci: list[float | None]) -> str:
+    if x is None or ci[0] is None or ci[1] is None:
+        return "n/a"
+    return f"{x:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
+
+
+def table(res: dict[str, dict[str, Any]], n_rows: int) -> str:
+    lines = [
+        f"Output checks vs hand labels ({n_rows} real outputs, {DATA.relative_to(ROOT)}); "
+        "precision and recall with 95% Wilson intervals.",
+        "",
+        "| problem | rows | labelled | flagged | true pos. | precision | recall |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p, m in res.items():
+        lines.append(
+            f"| {p} | {m['rows']} | {m['positives']} | {m['flagged']} | {m['true_positives']} "
+            f"| {_pct(m['precision'], m['precision_ci'])} | {_pct(m['recall'], m['recall_ci'])} |"
+        )
+    for p, m in res.items():
+        for kind in ("false_positives", "false_negatives"):
+            if m[kind]:
+                lines += ["", f"{p}, {kind.replace('_', ' ')} ({len(m[kind])}):"]
+                lines += [f"- `{i}`: {fill[:140]!r}" for i, fill in m[kind]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line]
+    res = measure(rows)
+    text = table(res, len(rows))
+    print(text, end="")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"command": "python bench/measure_output_checks.py", "rows": len(rows)}
+    (RESULTS / "output_checks.json").write_text(
+        json.dumps({**payload, "problems": res}, indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    (RESULTS / "output_checks.md").write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
