@@ -142,3 +142,16 @@ def test_the_suite_table_gives_each_share_its_interval_and_the_paired_comparison
         "(+2 to +23; McNemar p = 0.021); hybrid span PPL x0.950 (0.910–0.990; Wilcoxon "
         "p = 0.003)." in lines
     )
+
+
+def test_each_named_adapter_is_judged_on_the_suite_targets():
+    """A run comparing adapters under their own names (v2, v3) judges each, not "magnet"."""
+    report = _report(26.0, 0.9)
+    systems = report["tasks"]["units"]["suites"]["wikipedia/sentence"]["systems"]
+    systems["v3"] = {**systems.pop("magnet"), "one_sentence_share": 0.8}
+    systems["v2"] = {**systems["v3"], "one_sentence_share": 0.9}
+    lines = report_mod.render_units(report, report_mod.unit_targets(report))
+    v3 = next(ln for ln in lines if ln.startswith("Targets, v3:"))
+    v2 = next(ln for ln in lines if ln.startswith("Targets, v2:"))
+    assert ">= 85% one complete sentence: no" in v3 and "n/a" not in v3
+    assert ">= 85% one complete sentence: yes" in v2

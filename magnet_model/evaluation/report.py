@@ -223,9 +223,15 @@ def render_units(report: dict, targets: list[Target]) -> list[str]:
             if any(c not in ("–", "") for c in cells):
                 lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines += _paired_lines(suite)
-        mine = [t for t in targets if t.row == f"units {key}"]
-        if mine:
-            lines += ["", "Targets: " + "; ".join(f"{t.text}: {_verdict(t.met)}" for t in mine)]
+        # each adapter of the adapted model is judged (a run may name several: v2, v3, ...)
+        adapters = [n for n in names if n not in ("base", *(p for _, p in PROMPTED_KEYS))]
+        for a in adapters:
+            pool = targets if a == "magnet" else unit_targets(report, a)
+            mine = [t for t in pool if t.row == f"units {key}"]
+            if mine:
+                head = "Targets" if adapters == ["magnet"] else f"Targets, {_column(a)}"
+                verdicts = "; ".join(f"{t.text}: {_verdict(t.met)}" for t in mine)
+                lines += ["", f"{head}: {verdicts}"]
         examples = task.get("examples", {}).get(key, [])
         if examples:
             lines += ["", "Fills (truth first):", ""]
