@@ -25,6 +25,14 @@ CHAT_REPLIES = [
     "That's a great summary of the article. Here's a breakdown of the text and the edits:",
     "*Syntactically incorrect (no missing words)",
     "The text can be reformatted using Markdown to display the requested characters.",
+    # meta replies that reached raters: talk about the text, not text for the blank
+    "It's a very short text, so I'll just rephrase it for you",
+    "Repetition: Sentence (Remnancy) 2.",
+    "The text contains the following elements:",
+    "(No punctuation is provided).",
+    "This is a sentence that requires some correction.",
+    "The sentence is:",
+    "A: The United States team won its first Hopman Cup match.",
 ]
 FILLS = [
     "Tokyo",
@@ -40,4 +48,8 @@ FILLS = [
     "Aristotle would call the collecting of the donation a result of chance.",
     "I cannot imagine a world without music, she wrote.",
     "Light crosses empty space in about eight minutes.",
+    "He bought it for you know who.",
+    "The first answer is: yes, said the clerk.",
+    "This is a sentence of five years in prison, the judge said.",
+    "A new text was found in the library.",
 ]

@@ -27,7 +27,8 @@ CHAT_PHRASES = (
     r"please (?:provide|go ahead|share the|give me|fill|ensure)",
     r"i(?:'| a)?m sorry",
     r"i (?:cannot|can't|am unable to|'m unable to) (?:help|assist|fill|provide|complete|answer)",
-    r"i will (?:add|replace|fill|rephrase|reorder|rewrite|provide)",
+    r"i(?: will|'ll) (?:just )?(?:add|replace|fill|rephrase|reorder|rewrite|provide|correct"
+    r"|complete|edit|fix)",
     r"(?:as |i am |i'm )?(?:an?|the) (?:[\w-]+ )?ai\b",
     r"(?:ai|language) model",
     r"(?:ai|virtual|helpful) assistant",
@@ -47,6 +48,18 @@ CHAT_PHRASES = (
     r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"
     r"|requires|is asking|asks|has)\b",
     r"(?:great|good|nice) summary",
+    # talk about the text instead of text: "The sentence is:", "This is a sentence that
+    # requires some correction.", "(No punctuation is provided).", "A: ...", "Repetition: ..."
+    r"^\W*(?:the )?(?:missing |correct |complete |new |revised )?(?:sentence|text|answer"
+    r"|phrase|word|passage|output|result)s? (?:is|are|would be|reads|should be)\s*:",
+    r"^\W*(?:a|q|answer|output|response|result|repetition|correction|explanation|note)\s*:",
+    r"(?:this|that|it) is an? (?:\w+ )?(?:sentence|text|passage|paragraph|phrase)"
+    r" (?:that|which|with|without)",
+    r"(?:requires?|needs?) (?:some |a |further )?(?:correction|editing|rephrasing|rewording)",
+    r"(?:no|without) punctuation",
+    r"(?:the|this) (?:text|sentence|passage) (?:contains|consists|includes)",
+    r"the following (?:elements|words|sentences?|text|changes|corrections)\s*:",
+    r"(?:short|long|given|original) text, so",
     r"bullet points?",
     r"___",
     r"smollm\d*",
