@@ -71,6 +71,9 @@ def server(tmp_path_factory):
         "MAGNET_DEMO_CALLS_PER_MINUTE_TOTAL": "100000",
     }
     env.pop("MAGNET_ADMIN_PASSWORD", None)
+    # the admin kept the demo on beside the study (it pauses while a study has raters)
+    (tmp / "data").mkdir()
+    (tmp / "data" / "demo-during-studies.json").write_text('["load"]')
     adapters = f"magnet={paths['magnet']},llm2vec={paths['llm2vec']}"
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
            adapters, "--device", "cpu", "--port", str(port), "--db-path", str(db),

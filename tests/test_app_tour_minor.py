@@ -63,7 +63,7 @@ def test_a_refusal_is_said_in_an_output_and_leaves_the_others_as_they_were():
 def test_every_admin_and_vote_event_says_its_refusal_in_a_text_not_a_bare_error(demo):
     """Off the queue, Gradio shows no toast for a gr.Error and puts a red "Error" pill on each
     output (the tour: the Study list hidden under one, m4; the vote note under one, m9)."""
-    never_refuse = {"admin_panel", "admin_plan", "admin_study_status"}
+    never_refuse = {"admin_panel", "admin_plan", "admin_study_status", "admin_demo_choice"}
     events = [
         d
         for d in demo.fns.values()

@@ -35,7 +35,7 @@ def _rated_study(store):
         raters_per_item=3,
     )
     for n, inv in enumerate(store.invite_many("rep", ["ann", EVIL, "bob"])):
-        careful = n == 2  # bob reads: he accepts only the true text of a check and prefers it
+        careful = n == 2  # bob reads: he accepts, rates above and prefers a check's true text
         while (item := store.next_item(inv.token)) is not None:
             spare = item.text.startswith("Spare passage ")  # a check: its own span is true
             own = f"gold{item.text.split()[2]}" if spare else None
@@ -43,7 +43,9 @@ def _rated_study(store):
             ans = {
                 o.label: {
                     "appropriate": o.label in true if true and careful else (j + n) % 2 == 0,
-                    "fluency": 1 + (j + n) % 5,
+                    "fluency": (5 if o.label in true else 1)
+                    if true and careful
+                    else 1 + (j + n) % 5,
                 }
                 for j, o in enumerate(item.outputs)
             }
