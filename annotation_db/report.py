@@ -16,6 +16,7 @@ import html
 import io
 import os
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,8 +64,10 @@ def write_report(
     slip: float | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
+    titles: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the study's HTML report to ``out`` and return its path."""
+    """Write the study's HTML report to ``out`` and return its path. ``titles``: how readers
+    know the systems (a system key -> its title), in the order the report lists them."""
     html_text = render_report(
         store,
         study,
@@ -72,6 +75,7 @@ def write_report(
         slip=slip,
         n_resamples=n_resamples,
         seed=seed,
+        titles=titles,
     )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +91,9 @@ def render_report(
     slip: float | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
+    titles: Mapping[str, str] | None = None,
 ) -> str:
+    nm = Names(dict(titles or {}))
     info = store.study(study)
     res = store.results(study, exclude=exclude, slip=slip, n_resamples=n_resamples, seed=seed)
     items, outputs = store.items(study)
@@ -101,7 +107,8 @@ def render_report(
         f"<h1>Study report: {e(info.name)}</h1>",
         "<p class='note'>Generated "
         f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} by annotation_db. Status "
-        f"{e(info.status)}; {info.n_items} items ({info.n_gold} attention checks); "
+        f"{e(info.status)}; {info.n_items} regular items and "
+        f"{info.n_gold} attention check{'' if info.n_gold == 1 else 's'}; "
         f"{info.raters_per_item} raters per item; {info.n_raters} raters invited; "
         f"{res.progress.judgments_done} of {res.progress.judgments_needed} judgments done "
         f"({res.progress.share_done:.0%}).</p>",
@@ -110,20 +117,38 @@ def render_report(
     if info.instructions:
         parts.append(f"<details><summary>Instructions</summary><pre>{e(info.instructions)}</pre>")
         parts.append("</details>")
-    parts += _rates(res)
-    parts += _exclusion_effect(res)
-    parts += _fills(items, outputs)
-    parts += _likert(res)
-    parts += _preferences(res)
+    parts += _rates(res, nm)
+    parts += _exclusion_effect(res, nm)
+    parts += _fills(items, outputs, nm)
+    parts += _likert(res, nm)
+    parts += _preferences(res, nm)
     parts += _agreement(res)
     parts += _attention(res)
     parts += _timing(res, seconds)
-    parts += _examples(items, outputs)
+    parts += _examples(items, outputs, nm)
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 # ---------------------------------------------------------------------- sections
+
+
+class Names:
+    """Systems as readers know them: their titles (escaped), listed in the titles' order
+    (systems without a title after them, by key)."""
+
+    def __init__(self, titles: dict[str, str]) -> None:
+        self.titles = titles
+        self.order = {k: i for i, k in enumerate(titles)}
+
+    def __call__(self, system: str) -> str:
+        return html.escape(self.plain(system))
+
+    def plain(self, system: str) -> str:
+        return self.titles.get(system, system)
+
+    def key(self, system: str) -> tuple[int, str]:
+        return (self.order.get(system, len(self.order)), system)
 
 
 def plot_label(text: str) -> str:
@@ -140,8 +165,9 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
     return "–" if x is None or x != x else format(x, fmt)
 
 
-def _rates(res: StudyResults) -> list[str]:
+def _rates(res: StudyResults, nm: Names) -> list[str]:
     rows = [s for s in res.systems if s.appropriate is not None and s.appropriate.n]
+    rows.sort(key=lambda s: nm.key(s.system))
     out = [f"<h2>Judged appropriate, per system ({res.confidence:.0%} intervals)</h2>"]
     if not rows:
         return [*out, "<p>No yes/no answers yet.</p>"]
@@ -152,7 +178,7 @@ def _rates(res: StudyResults) -> list[str]:
     for s in rows:
         a = s.appropriate
         out.append(
-            f"<tr><td>{html.escape(s.system)}</td><td class=num>{_pct(a.share)}</td>"
+            f"<tr><td>{nm(s.system)}</td><td class=num>{_pct(a.share)}</td>"
             f"<td class=num>{_pct(a.low)} – {_pct(a.high)}</td><td class=num>{a.successes} / "
             f"{a.n}</td><td class=num>{s.n_outputs}</td>"
             f"<td class=num>{a.design_effect:.2f}</td></tr>"
@@ -165,7 +191,7 @@ def _rates(res: StudyResults) -> list[str]:
     )
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.bar(
-        [plot_label(s.system) for s in rows],
+        [plot_label(nm.plain(s.system)) for s in rows],
         [s.appropriate.share for s in rows],
         yerr=[
             [_below(s.appropriate.low, s.appropriate.share) for s in rows],
@@ -180,9 +206,9 @@ def _rates(res: StudyResults) -> list[str]:
     return out
 
 
-def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
+def _fills(items, outputs, nm: Names) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
     """Per system, how many outputs raters saw with each problem (fills.py), and examples."""
-    counts = fill_counts(items, outputs)
+    counts = sorted(fill_counts(items, outputs), key=lambda c: nm.key(c.system))
     if not counts:
         return []
     head = "".join(f"<th>{p}</th>" for p in PROBLEM_NAMES)
@@ -194,7 +220,7 @@ def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lis
         unchecked = f" ({c.unchecked} stored without fills)" if c.unchecked else ""
         cells = "".join(f"<td class=num>{c.counts.get(p, 0)}</td>" for p in PROBLEM_NAMES)
         out.append(
-            f"<tr><td>{html.escape(c.system)}</td><td class=num>{c.n_outputs}{unchecked}</td>"
+            f"<tr><td>{nm(c.system)}</td><td class=num>{c.n_outputs}{unchecked}</td>"
             f"<td class=num>{c.flagged}</td>{cells}</tr>"
         )
     out.append("</table>")
@@ -204,7 +230,7 @@ def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lis
         f"its fills has. {rules}.</p>"
     )
     examples = [
-        f"<li>{html.escape(c.system)}, <b>{p}</b>: "
+        f"<li>{nm(c.system)}, <b>{p}</b>: "
         + "; ".join(
             f"{html.escape(f.item_key)}: <span class=fill>{html.escape(f.fill)}</span>"
             for f in c.examples[p]
@@ -219,13 +245,13 @@ def _fills(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lis
     return out
 
 
-def _likert(res: StudyResults) -> list[str]:
+def _likert(res: StudyResults, nm: Names) -> list[str]:
     names = sorted({q for s in res.systems for q in s.likert})
     if not names:
         return []
     out = ["<h2>Scales (mean, bootstrap interval over items)</h2><table><tr><th>system</th>"]
     out[-1] += "".join(f"<th>{html.escape(n)}</th>" for n in names) + "</tr>"
-    for s in res.systems:
+    for s in sorted(res.systems, key=lambda s: nm.key(s.system)):
         cells = []
         for n in names:
             m = s.likert.get(n)
@@ -234,12 +260,12 @@ def _likert(res: StudyResults) -> list[str]:
                 if m
                 else "<td>–</td>"
             )
-        out.append(f"<tr><td>{html.escape(s.system)}</td>{''.join(cells)}</tr>")
+        out.append(f"<tr><td>{nm(s.system)}</td>{''.join(cells)}</tr>")
     out.append("</table>")
     return out
 
 
-def _preferences(res: StudyResults) -> list[str]:
+def _preferences(res: StudyResults, nm: Names) -> list[str]:
     out = ["<h2>Preferences</h2>"]
     if not res.pairwise:
         return [*out, "<p>No preference judgments.</p>"]
@@ -254,7 +280,7 @@ def _preferences(res: StudyResults) -> list[str]:
     )
     for p in res.pairwise:
         out.append(
-            f"<tr><td>{html.escape(p.system_a)}</td><td>{html.escape(p.system_b)}</td>"
+            f"<tr><td>{nm(p.system_a)}</td><td>{nm(p.system_b)}</td>"
             f"<td class=num>{_pct(p.win_rate_a)}</td><td class=num>"
             f"{_interval(p.low, p.high, _pct, p.note)}</td><td class=num>{p.n:g}</td></tr>"
         )
@@ -266,7 +292,7 @@ def _preferences(res: StudyResults) -> list[str]:
     )
     for b in bt:
         out.append(
-            f"<tr><td>{html.escape(b.system)}</td><td class=num>{_num(b.score)}</td>"
+            f"<tr><td>{nm(b.system)}</td><td class=num>{_num(b.score)}</td>"
             f"<td class=num>{_interval(b.low, b.high, _num, b.note)}</td>"
             f"<td class=num>{b.n}</td></tr>"
         )
@@ -280,7 +306,7 @@ def _preferences(res: StudyResults) -> list[str]:
         fmt="o",
         capsize=4,
     )
-    ax.set_yticks(ys, [plot_label(b.system) for b in bt])
+    ax.set_yticks(ys, [plot_label(nm.plain(b.system)) for b in bt])
     ax.axvline(0, color="#999", lw=0.8)
     ax.set_xlabel("Bradley–Terry log-strength")
     out.append(_img(fig, "Bradley-Terry strengths with intervals"))
@@ -304,11 +330,12 @@ def _agreement(res: StudyResults) -> list[str]:
     return out
 
 
-def _exclusion_effect(res: StudyResults) -> list[str]:
+def _exclusion_effect(res: StudyResults, nm: Names) -> list[str]:
     """Each system's share judged appropriate with the rule's exclusions and with every rater,
     side by side: what the rule changed."""
     every = {s.system: s.appropriate for s in res.systems_all_raters}
     rows = [s for s in res.systems if s.appropriate is not None and every.get(s.system)]
+    rows.sort(key=lambda s: nm.key(s.system))
     if not rows:
         return []
     applied = "with the excluded raters left out" if res.exclude else "nobody left out (asked)"
@@ -324,7 +351,7 @@ def _exclusion_effect(res: StudyResults) -> list[str]:
         a, b = s.appropriate, every[s.system]
         change = (a.share - b.share) * 100 if a.n and b.n else None
         out.append(
-            f"<tr><td>{html.escape(s.system)}</td>"
+            f"<tr><td>{nm(s.system)}</td>"
             f"<td class=num>{_pct(a.share)} ({_pct(a.low)} – {_pct(a.high)}), n = {a.n}</td>"
             f"<td class=num>{_pct(b.share)} ({_pct(b.low)} – {_pct(b.high)}), n = {b.n}</td>"
             f"<td class=num>{_num(change, '+.1f')} points</td></tr>"
@@ -389,7 +416,7 @@ def _timing(res: StudyResults, seconds: dict[str, list[float]]) -> list[str]:
     return out
 
 
-def _examples(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn lists
+def _examples(items, outputs, nm: Names) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn
     regular = [it for it in items if not it.is_gold][:N_EXAMPLES]
     if not regular:
         return []
@@ -403,10 +430,10 @@ def _examples(items, outputs) -> list[str]:  # noqa: ANN001 - ItemIn / OutputIn 
         out.append("<table><tr><th>system</th><th>fill</th></tr>")
         if original:
             out.append(f"<tr><td><i>original</i></td><td>{html.escape(original)}</td></tr>")
-        for o in sorted(by_item[it.key], key=lambda o: o.system):
+        for o in sorted(by_item[it.key], key=lambda o: nm.key(o.system)):
             fill = " / ".join(o.fills) if o.fills else o.text
             out.append(
-                f"<tr><td>{html.escape(o.system)}</td><td><span class=fill>"
+                f"<tr><td>{nm(o.system)}</td><td><span class=fill>"
                 f"{html.escape(fill)}</span></td></tr>"
             )
         out.append("</table>")

@@ -704,7 +704,9 @@ class AdminHandlers(ModelCalls):
             raise gr.Error("Pick a study.", print_exception=False)
         out = self.downloads.new_path(f"{safe_file_stem(study)}.html")
         with user_errors():
-            return self._download_link(write_report(self.store, study, out, exclude=bool(exclude)))
+            titles = {s: TITLES[s] for s in studies.in_order(list(TITLES))}  # the app's order
+            path = write_report(self.store, study, out, exclude=bool(exclude), titles=titles)
+            return self._download_link(path)
 
     def admin_backup(self, request: gr.Request | None) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""

@@ -114,3 +114,18 @@ def test_report_of_unknown_study_is_one_line(sqlite_store, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_report_names_systems_by_their_titles_in_the_given_order(sqlite_store, tmp_path):
+    from annotation_db.report import write_report
+
+    _rated_study(sqlite_store)
+    titles = {"magnet": "MAGNET", "zero-shot": "Base, zero-shot", "five-shot": "Base, five-shot"}
+    page = write_report(sqlite_store, "rep", tmp_path / "r.html", titles=titles).read_text()
+    rates = page[page.index("Judged appropriate, per system") :]
+    rows = re.findall(r"<tr><td>([^<]+)</td><td class=num>", rates[: rates.index("</table>")])
+    assert rows == ["MAGNET", "Base, zero-shot", "Base, five-shot"]
+    assert "<td>five-shot</td>" not in page and "<td>Base, five-shot</td>" in page
+    assert "6 regular items and 2 attention checks" in page  # 5 passages + the hostile one
+    plain = write_report(sqlite_store, "rep", tmp_path / "p.html").read_text()
+    assert "<td>five-shot</td>" in plain  # no titles given: the keys
