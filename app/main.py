@@ -105,7 +105,11 @@ CSS = """
 .infill-col .filled-box, .infill-col .html-container { padding-left: 0; padding-right: 0; }
 .rate-msg { color: #b91c1c; font-weight: 600; padding: 0.5em 0; }
 .rate-out-title { padding: 0.4em 0.75em; font-weight: 600; }
-.search-table table th { white-space: nowrap; }
+/* the rater page: an output's text flush with its title "Output A" (tour q4) */
+.filled-box.html-container, .filled-box .html-container { padding-left: 0; padding-right: 0; }
+.search-table table th, .results-table table th { white-space: nowrap; }
+/* passages read as prose, not code; the table grows with its rows instead of scrolling */
+.search-table table td { font-family: var(--font); }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 /* the rater page: no "Use via API" or "Settings" footer (raters need neither) */
 body:has(#rate-message) footer { display: none !important; }
@@ -302,7 +306,7 @@ def _search_tab(app: MagnetApp) -> None:
                             headers=["#", "cosine", "passage"],
                             label=TITLES[system],
                             wrap=True,
-                            max_height=420,
+                            max_height=4000,  # five rows, no scroll inside the page's
                             interactive=False,
                             column_widths=["12%", "21%", "67%"],
                             elem_classes="search-table",
@@ -428,6 +432,7 @@ def _admin_tab(app: MagnetApp) -> None:
             headers=["result", "n", "estimate", "95% interval"],
             label=f"Results (an interval from {MIN_N} judgments on)",
             interactive=False,
+            elem_classes="results-table",
             wrap=True,
         )
         results_json = gr.JSON(label="All results (JSON)")

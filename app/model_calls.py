@@ -216,7 +216,7 @@ class ModelCalls(Services):
             ][:k]
             before += embedded[0]
             hits[system] = found
-            tables.append([[h.rank, round(h.score, 3), h.text] for h in found])
+            tables.append([[h.rank, f"{h.score:.3f}", h.text] for h in found])  # even decimals
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
         names = list(hits)
         overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
