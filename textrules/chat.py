@@ -53,11 +53,16 @@ CHAT_PHRASES = (
     r"^\W*(?:the )?(?:missing |correct |complete |new |revised )?(?:sentence|text|answer"
     r"|phrase|word|passage|output|result)s? (?:is|are|would be|reads|should be)\s*:",
     r"^\W*(?:a|q|answer|output|response|result|repetition|correction|explanation|note)\s*:",
-    r"(?:this|that|it) is an? (?:\w+ )?(?:sentence|text|passage|paragraph|phrase)"
-    r" (?:that|which|with|without)",
+    r"(?:this|that|it) is an? (?:[\w-]+ ){0,3}(?:(?:sentence|text|passage|paragraph|phrase)"
+    r"(?! of)|description|example|version|summary)\b",  # not "a sentence of five years"
     r"(?:requires?|needs?) (?:some |a |further )?(?:correction|editing|rephrasing|rewording)",
     r"(?:no|without) punctuation",
-    r"(?:the|this) (?:text|sentence|passage) (?:contains|consists|includes)",
+    r"(?:the|this) (?:text|sentence|passage|paragraph) (?:also )?(?:contains|consists|includes"
+    r"|states|says|provides|mentions|describes|explains|shows|suggests|refers|notes)",
+    r"you (?:can|could|should|may|might|need to|have to) (?:rephrase|rewrite|reword|replace"
+    r"|change|use the following|fill)",
+    r"missing words?\b",
+    r"^\s*1\.\s+\S.*\s2\.\s+\S",  # a numbered list instead of text
     r"the following (?:elements|words|sentences?|text|changes|corrections)\s*:",
     r"(?:short|long|given|original) text, so",
     r"bullet points?",
