@@ -33,6 +33,11 @@ CHAT_REPLIES = [
     "This is a sentence that requires some correction.",
     "The sentence is:",
     "A: The United States team won its first Hopman Cup match.",
+    "This is a complete sentence.",
+    "The text also states that the land grant policy served to populate the province.",
+    "You can rephrase the sentence to:",
+    "(missing word: replace with 'x')",
+    "1. language. 2. Publications. 3. Newspapers.",
 ]
 FILLS = [
     "Tokyo",
@@ -52,4 +57,6 @@ FILLS = [
     "The first answer is: yes, said the clerk.",
     "This is a sentence of five years in prison, the judge said.",
     "A new text was found in the library.",
+    "The passage of the bill took two years.",
+    "In 1. round he lost; in 2. round he won.",
 ]

@@ -62,7 +62,7 @@ CHAT_PHRASES = (
     r"you (?:can|could|should|may|might|need to|have to) (?:rephrase|rewrite|reword|replace"
     r"|change|use the following|fill)",
     r"missing words?\b",
-    r"^\s*1\.\s+\S.*\s2\.\s+\S",  # a numbered list instead of text
+    r"^\s*1\.\s+\S.*\s2\.\s+\w+",  # a numbered list instead of text
     r"the following (?:elements|words|sentences?|text|changes|corrections)\s*:",
     r"(?:short|long|given|original) text, so",
     r"bullet points?",
