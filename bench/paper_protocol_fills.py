@@ -81,6 +81,7 @@ def _pct(d: dict | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    command = " ".join(["python bench/paper_protocol_fills.py", *(argv or sys.argv[1:])])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db-path", required=True)
     ap.add_argument("--study", required=True)
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out:
         Path(args.out).write_text(
-            json.dumps({"study": args.study, "systems": res}, indent=1) + "\n", encoding="utf-8"
+            json.dumps({"command": command, "study": args.study, "systems": res}, indent=1) + "\n",
+            encoding="utf-8",
         )
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
