@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO_CALLERS, RATERS, SUBMITS, FLOOD_S = 40, 16, 6, 25.0
 # MAGNET_LOAD_DEMO_CALLERS=0 measures the raters alone, for comparison (not an assertion)
 DEMO_CALLERS = int(os.environ.get("MAGNET_LOAD_DEMO_CALLERS", DEMO_CALLERS))
-TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
+# not the study's passages ("the cat [blank] on the mat k ."): those the demo refuses at once
+TEXT = "a bird [blank] over the sea . the dog [blank] in the river ."
 
 
 def _tokens(db: Path) -> list[str]:

@@ -512,7 +512,9 @@ def test_the_demo_pauses_while_a_study_has_raters(served, page, phone):
             "The demo is paused while a rating study runs", timeout=15_000
         )
         _shot(pg, name)
-    page.get_by_role("tab", name="Admin").click()
+    page.get_by_role("tab", name="Admin").click()  # a new page: the admin logs in again
+    page.get_by_label("Admin password").fill("pw")
+    page.get_by_label("Admin password").press("Enter")
     _pick_study(page, "e2e")
     page.locator("#admin-keep-demo input[type=checkbox]").check()
     expect(page.locator("#admin-demo-rule")).to_contain_text("Kept on beside 'e2e'")
