@@ -107,7 +107,7 @@ CSS = """
 .rate-out-title { padding: 0.4em 0.75em; font-weight: 600; }
 /* the rater page: an output's text flush with its title "Output A" (tour q4) */
 .filled-box.html-container, .filled-box .html-container { padding-left: 0; padding-right: 0; }
-.search-table table th, .results-table table th { white-space: nowrap; }
+.search-table table th, .results-table th, .results-table th * { white-space: nowrap !important; }
 /* passages read as prose, not code; the table grows with its rows instead of scrolling */
 .search-table table td { font-family: var(--font); }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
