@@ -196,6 +196,19 @@ def check_due_at(s: Session, rater: Rater, study: Study, position: int) -> bool:
     return m > 0 and check_due(rater.seed, position, n, m)
 
 
+def last_was_check(s: Session, rater: Rater, last: int | None) -> bool:
+    """Whether the rater's item at position ``last`` (their latest) is an attention check."""
+    if last is None:
+        return False
+    return bool(
+        s.scalar(
+            select(Item.is_gold)
+            .join(Assignment, Assignment.item_id == Item.id)
+            .where(Assignment.rater_id == rater.id, Assignment.position == last)
+        )
+    )
+
+
 def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]:
     """(answered, assigned but not answered, still assignable to this rater). With no regular
     item left for them a rater gets at most the check due at their next position (never
@@ -211,7 +224,12 @@ def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]
     if regular:
         return done, total - done, regular + gold
     last = s.scalar(select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id))
-    due = bool(gold) and last is not None and check_due_at(s, rater, study, last + 1)
+    due = (
+        bool(gold)
+        and last is not None
+        and not last_was_check(s, rater, last)
+        and check_due_at(s, rater, study, last + 1)
+    )
     return done, total - done, int(due)
 
 

@@ -39,6 +39,7 @@ from .queries import (
     get_study,
     hash_token,
     label_of,
+    last_was_check,
     questions_of,
     rater_by_token,
     rater_item,
@@ -402,8 +403,8 @@ class AnnotationStore:
             select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id)
         )
         position = (last or 0) + 1
-        if item_id is None and position == 1:
-            return None
+        if item_id is None and (position == 1 or last_was_check(s, rater, last)):
+            return None  # no regular item left: one check at most, never two in a row
         gold = s.scalar(
             eligible(rater, study, gold=True)
             .order_by(Item.n_assigned, _shuffle_key(rater), Item.id)
