@@ -196,23 +196,26 @@ def check_due_at(s: Session, rater: Rater, study: Study, position: int) -> bool:
     return m > 0 and check_due(rater.seed, position, n, m)
 
 
-def last_was_check(s: Session, rater: Rater, last: int | None) -> bool:
-    """Whether the rater's item at position ``last`` (their latest) is an attention check."""
-    if last is None:
-        return False
-    return bool(
-        s.scalar(
-            select(Item.is_gold)
-            .join(Assignment, Assignment.item_id == Item.id)
-            .where(Assignment.rater_id == rater.id, Assignment.position == last)
-        )
+def checks_may_continue(s: Session, rater: Rater) -> bool:
+    """Whether a rater whose regular items ran out may still be handed a check: only while
+    they have answered more regular items than checks, so that checks never outnumber the
+    work they guard (and a rater who came too late gets none)."""
+    counts = dict(
+        s.execute(
+            select(Item.is_gold, func.count(Assignment.id))
+            .join(Item, Item.id == Assignment.item_id)
+            .where(Assignment.rater_id == rater.id)
+            .group_by(Item.is_gold)
+        ).all()
     )
+    return counts.get(False, 0) > counts.get(True, 0)
 
 
 def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]:
     """(answered, assigned but not answered, still assignable to this rater). With no regular
-    item left for them a rater gets at most the check due at their next position (never
-    checks alone), so only that one counts as still to do."""
+    item left for them a rater gets at most the check due at their next position, and only
+    while checks do not outnumber their regular items, so only that one counts as still to
+    do."""
     done, total = s.execute(
         select(
             func.count(Assignment.completed_at),
@@ -227,7 +230,7 @@ def rater_counts(s: Session, rater: Rater, study: Study) -> tuple[int, int, int]
     due = (
         bool(gold)
         and last is not None
-        and not last_was_check(s, rater, last)
+        and checks_may_continue(s, rater)
         and check_due_at(s, rater, study, last + 1)
     )
     return done, total - done, int(due)

@@ -35,11 +35,11 @@ from .queries import (
     as_utc,
     check_due_at,
     check_invitable,
+    checks_may_continue,
     eligible,
     get_study,
     hash_token,
     label_of,
-    last_was_check,
     questions_of,
     rater_by_token,
     rater_item,
@@ -390,8 +390,8 @@ class AnnotationStore:
         raters, least-covered first, in the rater's own random order, and an attention check
         where the rater's check schedule has one (``queries.check_due_at``), the least-used
         check first so that raters meet different ones. A check never opens a rater's page,
-        and a rater with no regular item left gets no more checks than the one due now:
-        nobody is handed a page of checks alone."""
+        and a rater with no regular item left gets the checks due only while they have done
+        more regular items than checks: nobody is handed a page of checks alone."""
         if not self.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
             s.execute(select(Study.id).where(Study.id == study.id).with_for_update())
         item_id = s.scalar(
@@ -403,8 +403,8 @@ class AnnotationStore:
             select(func.max(Assignment.position)).where(Assignment.rater_id == rater.id)
         )
         position = (last or 0) + 1
-        if item_id is None and (position == 1 or last_was_check(s, rater, last)):
-            return None  # no regular item left: one check at most, never two in a row
+        if item_id is None and not checks_may_continue(s, rater):
+            return None  # no regular item left: checks never outnumber the regular items
         gold = s.scalar(
             eligible(rater, study, gold=True)
             .order_by(Item.n_assigned, _shuffle_key(rater), Item.id)

@@ -241,6 +241,22 @@ def test_a_late_rater_never_gets_a_page_of_checks_alone(sqlite_store, adb):
     assert sqlite_store.rater_progress(late.token).done == 0
 
 
+def test_checks_planned_after_the_last_regular_item_still_come(sqlite_store, adb):
+    """6 items and 2 checks for one rater whose schedule puts both checks at the end: they
+    follow the 6 regular items (checks may come in a row while they do not outnumber the
+    regular items)."""
+    from annotation_db.schema import Rater
+
+    settings = AttentionSettings(items_per_rater=8, checks_per_rater=2)
+    seed = next(s for s in range(10_000) if check_offsets(s, 0, 8, 2) == {6, 7})
+    gold = _study(sqlite_store, adb, n_items=6, n_gold=2, k=1, attention=settings)
+    inv = sqlite_store.invite("s", "r")
+    sqlite_store.db.write(lambda s: setattr(s.get(Rater, inv.rater_id), "seed", seed))
+    n, checks = _walk(sqlite_store, inv.token, gold)
+    assert n == 8 and [pos for pos, _ in checks] == [7, 8]
+    assert sqlite_store.rater_progress(inv.token).done == 8
+
+
 def test_a_rater_whose_items_run_out_gets_no_tail_of_checks(sqlite_store, adb):
     """Two raters share 3 items (1 rater each) in a study of 10 checks: whoever runs out of
     regular items is not handed the remaining checks one after another."""
