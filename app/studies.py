@@ -422,9 +422,10 @@ def build_study(
                 "temperature": STUDY_TEMPERATURE,
                 "top_p": STUDY_TOP_P,
                 "max_span_tokens": int(max_span_tokens),
-                # MAGNET fills' loop guard, fixed for the study: a draft finished or a
-                # flagged output remade later runs with the same guard on any server
+                # MAGNET fills' decoding rules, fixed for the study: a draft finished or
+                # a flagged output remade later runs with the same rules on any server
                 "fill_no_repeat": engine.runner.fill_no_repeat,
+                "fill_close_sentences": engine.runner.fill_close_sentences,
             },
             "seed": secrets.randbits(62),  # hidden: never shown, not even to the admin
             "n_gold": made.n_gold,

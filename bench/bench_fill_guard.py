@@ -1,17 +1,20 @@
-"""The loop guard of MAGNET fills, chosen by measurement (issue 35, point 2).
+"""The decoding rules of MAGNET fills, chosen by measurement (issue 35, point 2).
 
     python bench/bench_fill_guard.py --adapter checkpoints/magnet-v2 [--fills 80]
         [--suites sentence,phrase,word] [--domains wikipedia,news] [--settings 0,3,4,3-plain]
 
 The evaluator's unit suites (the same held-out cases, seeded), each filled greedily by one
-adapter under every guard setting: 0 (off, the model's own output), n (no n-gram of tokens twice
-in a fill, a token that continues a word never banned: inference/guard.py) and n-plain (the same
-ban on every token, transformers' no_repeat_ngram_size). Per suite and setting: the share of
-fills with a repeated word 3-gram, exactly one complete sentence (sentence suite) or no sentence
-end (phrase, word), stopped before the cap, and the length against the truth, each share with
-its 95% interval; against "off", each difference on the same fills with its interval and
-McNemar p. Span PPL is the same under every setting by construction (scoring reads the true
-span; the guard only changes what is decoded), so it is not re-measured.
+adapter under every setting: 0 (off, the model's own output), n (no n-gram of tokens twice
+in a fill, a token that continues a word never banned: inference/guard.py), n-plain (the same
+ban on every token, transformers' no_repeat_ngram_size); a "+close" suffix (0+close, 3+close)
+adds the sentence rule (a blank between sentences ends only where its fill ends a sentence:
+inference/infill.py), which is off in every setting without it. Per suite and setting: the
+share of fills with a repeated word 3-gram, exactly one complete sentence (sentence suite) or
+no sentence end (phrase, word), stopped before the cap, and the length against the truth,
+each share with its 95% interval; against the setting `--against` names (default 0: all
+off), each difference on the same fills with its interval and McNemar p. Span PPL is the same
+under every setting by construction (scoring reads the true span; the rules only change what
+is decoded), so it is not re-measured.
 Writes bench/results/fill_guard.json (the table, every fill's flags and text) and prints the
 table (Markdown).
 """
@@ -30,14 +33,16 @@ from magnet_model.evaluation.suites import SUITES, fill_flags, unit_cases
 CAP = 64
 
 
-def setting(name: str) -> tuple[int, bool]:
-    """'3' -> (3, word-aware), '3-plain' -> (3, every token), '0' -> off."""
+def setting(name: str) -> tuple[int, bool, bool]:
+    """'3' -> (3, word-aware, no sentence rule), '3-plain' -> (3, every token, no rule),
+    '3+close' -> (3, word-aware, sentence rule), '0' -> all off."""
+    name, _, close = name.partition("+")
     n, _, plain = name.partition("-")
-    return int(n), plain == "plain"
+    return int(n), plain == "plain", close == "close"
 
 
 def fill_all(engine, adapter: str, cases: list, name: str) -> list:
-    n, plain = setting(name)
+    n, plain, close = setting(name)
     runner = engine.runner
     saved = runner._continuations
     if plain:  # the ban on every token: no token counts as a word's continuation
@@ -45,7 +50,11 @@ def fill_all(engine, adapter: str, cases: list, name: str) -> list:
     try:
         return [
             engine.infill(
-                c.blanked("[blank]"), adapter=adapter, max_span_tokens=CAP, fill_no_repeat=n
+                c.blanked("[blank]"),
+                adapter=adapter,
+                max_span_tokens=CAP,
+                fill_no_repeat=n,
+                fill_close_sentences=close,
             )
             for c in cases
         ]
@@ -60,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suites", default=",".join(SUITES))
     p.add_argument("--domains", default="wikipedia,news")
     p.add_argument("--settings", default="0,3,4,3-plain")
+    p.add_argument("--against", default="0", help="the setting the others are paired with")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default="fill_guard")
@@ -96,28 +106,28 @@ def main(argv: list[str] | None = None) -> int:
                     "length_ratio": written / truth,
                     "fills": [r.spans[0].text.strip() for r in results],
                 }
-            off = per.get("0")
+            off = per.get(args.against)
             for name, r in per.items():
                 shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
                 cells = []
                 for flag in ("repeat_3gram", shape, "stopped"):
                     s = share(r["flags"][flag])
                     cell = f"{s['share']:.0%} ({s['lo']:.0%}–{s['hi']:.0%})"
-                    if off is not None and name != "0":
+                    if off is not None and name != args.against:
                         d = paired_shares(r["flags"][flag], off["flags"][flag])
                         cell += f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})"
                         r.setdefault("paired_vs_off", {})[flag] = d
                     cells.append(cell)
                 cells.append(f"{r['length_ratio']:.2f}")
                 lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
-                if off is not None and name != "0":
+                if off is not None and name != args.against:
                     rows.append(
                         Row(
-                            f"{key}: fills with a repeated 3-gram, guard {name} vs off",
+                            f"{key}: fills with a repeated 3-gram, {name} vs {args.against}",
                             sum(r["flags"]["repeat_3gram"]) / len(cases),
                             "share",
                             sum(off["flags"]["repeat_3gram"]) / len(cases),
-                            "guard off, same fills",
+                            f"{args.against}, same fills",
                         )
                     )
             report["suites"][key] = per

@@ -191,6 +191,14 @@ class ModelSettings(MagnetSettings):
         "guard against loops; a token that continues a word is never banned); `0` turns it "
         "off, to see the model's own output; also `--fill-no-repeat` (see docs/method.md)",
     )
+    fill_close_sentences: bool = Field(
+        True,
+        description="MAGNET fills: a blank that stands between sentences (after a sentence "
+        "end or at the start, before a capital or at the end) is filled until a sentence "
+        "ends, never cut off mid-sentence; `0` turns it off, to see where the model stops on "
+        "its own; also `--fill-close-sentences on` or `off` (see docs/method.md)",
+        json_schema_extra={"shown_default": "`1` (on)"},
+    )
 
     @field_validator("device")
     @classmethod
@@ -223,6 +231,7 @@ class ModelSpec:
     threads: int | None = None
     decode: str = "auto"
     fill_no_repeat: int = 3  # MAGNET fills' loop guard (inference/guard.py); 0: off
+    fill_close_sentences: bool = True  # a fill between sentences ends one (inference/infill.py)
 
     @classmethod
     def from_settings(cls, s: ModelSettings) -> ModelSpec:
@@ -240,6 +249,7 @@ class ModelSpec:
             s.threads,
             s.decode,
             s.fill_no_repeat,
+            s.fill_close_sentences,
         )
 
     @classmethod
@@ -263,10 +273,23 @@ class ModelSpec:
                 f"fill_no_repeat must be a whole number from 0 (off) to 16, not "
                 f"{self.fill_no_repeat!r}."
             )
+        if not isinstance(self.fill_close_sentences, bool):
+            raise ConfigError(
+                f"fill_close_sentences must be true or false, not {self.fill_close_sentences!r}."
+            )
         if not is_device(self.device):
             raise ConfigError(
                 f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}."
             )
+
+
+def _on_off(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("on", "1", "true", "yes"):
+        return True
+    if v in ("off", "0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, not {value!r}")
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -289,5 +312,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="MAGNET fills: no n-gram of N tokens twice in one fill; 0: off "
         "(MAGNET_FILL_NO_REPEAT, default 3)",
+    )
+    g.add_argument(
+        "--fill-close-sentences",
+        type=_on_off,
+        metavar="on|off",
+        help="MAGNET fills: a blank between sentences is filled until a sentence ends "
+        "(MAGNET_FILL_CLOSE_SENTENCES, default on)",
     )
     g.add_argument("--cache-dir", help="cache for de-quantized weights and embeddings")

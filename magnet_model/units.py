@@ -70,6 +70,21 @@ def ends_sentence(text: str) -> bool:
     return bool(_END.search(text.rstrip()))
 
 
+_OPENS_SENTENCE = re.compile(r"""^["'“‘(\[]*[A-Z0-9]""")
+
+
+def between_sentences(left: str, right: str) -> bool:
+    """Whether a blank with this text around it stands where whole sentences go: the text
+    before it is empty, ends a line or ends a sentence, and the text after it is empty or
+    opens a sentence (a capital or a digit, after any opening quotes or brackets). A blank
+    alone in the text is not: nothing says what it holds."""
+    before, after = left.rstrip(" \t"), right.lstrip()
+    if not before.strip() and not after:
+        return False
+    left_ok = not before.strip() or before.endswith("\n") or ends_sentence(before)
+    return left_ok and (not after or bool(_OPENS_SENTENCE.match(after)))
+
+
 def _trimmed(text: str, a: int, b: int) -> tuple[int, int]:
     while a < b and text[a].isspace():
         a += 1

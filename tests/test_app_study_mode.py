@@ -66,29 +66,33 @@ def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
     assert len(titled) == 1
 
 
-def test_a_study_keeps_the_loop_guard_it_was_made_with(engine, tmp_path):
+def test_a_study_keeps_the_fill_rules_it_was_made_with(engine, tmp_path):
     app = make_app(tmp_path, engine)
     seen = []
     real = engine.compare_infill
 
     def spy(text, systems, **kw):
-        seen.append(kw.get("fill_no_repeat"))
+        seen.append((kw.get("fill_no_repeat"), kw.get("fill_close_sentences")))
         return real(text, systems, **kw)
 
     engine.config.fill_no_repeat = 2
+    engine.config.fill_close_sentences = False
     try:
         engine.compare_infill = spy
         app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
         _, outputs = app.store.items("g")
         assert outputs and all(o.decoding["fill_no_repeat"] == 2 for o in outputs)
-        assert seen and set(seen) == {2}
+        assert all(o.decoding["fill_close_sentences"] is False for o in outputs)
+        assert seen and set(seen) == {(2, False)}
         # the server's setting changes; remaking flagged outputs keeps the study's guard
         engine.config.fill_no_repeat = 0
+        engine.config.fill_close_sentences = True
         seen.clear()
         n, _ = studies.regenerate_flagged(
             engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
         )
-        assert n > 0 and set(seen) == {2}  # the tiny model's fills are flagged
+        assert n > 0 and set(seen) == {(2, False)}  # the tiny model's fills are flagged
     finally:
         engine.compare_infill = real
         engine.config.fill_no_repeat = None
+        engine.config.fill_close_sentences = None

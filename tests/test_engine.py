@@ -214,7 +214,8 @@ def _scripted(engine, text, script, **kwargs):
     """Decode one blank of text with a stand-in model whose logits rank the tokens of
     script[step] (a list, best first) above all others: the decoder's rules, not a model."""
     span = kwargs.pop("max_span_tokens", 8)
-    job = infill_job(engine.runner, text, "[blank]", "magnet", span, None)
+    close = kwargs.pop("close_sentences", None)
+    job = infill_job(engine.runner, text, "[blank]", "magnet", span, None, None, close)
     vocab = len(engine.tokenizer)
 
     def step(active, generated):
@@ -722,6 +723,47 @@ def test_fill_guard_stops_a_loop_inside_a_fill_and_can_be_turned_off(engine, tok
         assert got == [cat, sat, on, cat, sat, on, cat]
     finally:
         engine.config.fill_no_repeat = None
+
+
+def test_a_fill_between_sentences_ends_only_where_a_sentence_ends(engine, tok):
+    ids = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    cat, sat, dot = ids("cat sat .")
+    end = engine.runner.roles("magnet").span_end
+    # a model that wants to stop after every token; its second choice writes "cat sat ."
+    script = [[cat], [end, sat], [end, dot], [end, cat], [end, sat]]
+    assert engine.runner.fill_close_sentences  # on by default (ModelSpec)
+    # after a sentence, at the end: whole sentences go there, so it writes to the full stop
+    assert _scripted(engine, "the dog ran . [blank]", script) == ([cat, sat, dot], "end")
+    # inside a sentence the rule does not apply: the model stops where it likes
+    assert _scripted(engine, "the [blank] on the mat .", script) == ([cat], "end")
+    # off for this request, or for the engine: the model's own stop
+    got = _scripted(engine, "the dog ran . [blank]", script, close_sentences=False)
+    assert got == ([cat], "end")
+    engine.config.fill_close_sentences = False
+    try:
+        assert _scripted(engine, "the dog ran . [blank]", script) == ([cat], "end")
+    finally:
+        engine.config.fill_close_sentences = None
+    # no sentence end in sight: the fill runs to its cap (and says so), never cut mid-way
+    script = [[cat], [end, sat], [end, sat], [end, cat]]
+    got = _scripted(engine, "the dog ran . [blank]", script, max_span_tokens=4)
+    assert got == ([cat, sat, sat, cat], "max")
+    with pytest.raises(InputError, match="fill_close_sentences must be true or false"):
+        engine.infill("the dog ran . [blank]", fill_close_sentences="yes")
+
+
+def test_a_blank_stands_between_sentences_after_an_end_and_before_a_capital():
+    from magnet_model.units import between_sentences
+
+    assert between_sentences("It rained. ", " The roads flooded.")
+    assert between_sentences("", "The roads flooded.")  # the first sentence
+    assert between_sentences("It rained.", "")  # the last one
+    assert between_sentences("Heading\n", "Then it rained.")
+    assert between_sentences('He said: "Go." ', '"Now," she said.')
+    assert between_sentences("It rained.", "1998 was wet.")
+    assert not between_sentences("It rained", " The roads flooded.")
+    assert not between_sentences("It rained.", " and the roads flooded.")
+    assert not between_sentences("", "")  # a blank alone: nothing says what it holds
 
 
 def test_fill_guard_bans_what_completes_a_repeat_but_never_a_word_continuation():

@@ -327,6 +327,8 @@ def evaluate(engine, cfg: EvalConfig, command: str = "") -> dict:
         },
         # MAGNET fills' loop guard (0: off); continuations (Rep-n) never use one
         "fill_no_repeat": engine.runner.fill_no_repeat,
+        # a blank between sentences filled until a sentence ends (inference/infill.py)
+        "fill_close_sentences": engine.runner.fill_close_sentences,
         "systems": {
             s.name: {"kind": s.kind, "available": s.available, "reason": s.reason} for s in systems
         },
@@ -352,6 +354,8 @@ def main(argv: list[str] | None = None, engine=None) -> int:
         engine.config.stop_at_right_context = args.stop_at_right_context
         if args.fill_no_repeat is not None:  # also over a ready engine's spec
             engine.config.fill_no_repeat = args.fill_no_repeat
+        if args.fill_close_sentences is not None:
+            engine.config.fill_close_sentences = args.fill_close_sentences
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(
             engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluation.evaluate", *given])

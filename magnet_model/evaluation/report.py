@@ -472,6 +472,8 @@ def render_markdown(report: dict) -> str:
         "",
         _guard_note(report.get("fill_no_repeat")),
         "",
+        _close_note(report.get("fill_close_sentences")),
+        "",
         _cache_note(report.get("baseline_cache")),
         "",
         f"Command: `{report['command']}`"
@@ -489,6 +491,21 @@ def _guard_note(n: int | None) -> str:
     return (
         f"MAGNET fills: loop guard on, no {n}-gram of tokens twice in one fill "
         f"(`--fill-no-repeat {n}`); continuations (Rep-n) are the raw model's."
+    )
+
+
+def _close_note(close: bool | None) -> str:
+    """Whether a MAGNET fill between sentences had to end one."""
+    if close is None:
+        return "MAGNET fills: sentence rule not recorded (a report from before the rule)."
+    if not close:
+        return (
+            "MAGNET fills: no sentence rule (`--fill-close-sentences off`): a fill stops "
+            "where the model ends it."
+        )
+    return (
+        "MAGNET fills: a blank between sentences is filled until a sentence ends "
+        "(`--fill-close-sentences on`); inside a sentence the model stops where it likes."
     )
 
 

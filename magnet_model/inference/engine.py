@@ -136,11 +136,14 @@ class Engine:
         seed: int | None = None,
         reference: bool = False,
         fill_no_repeat: int | None = None,
+        fill_close_sentences: bool | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
         fill_no_repeat: the loop guard's n for this request (no n-gram of tokens twice in a
         span, guard.py; 0: off; None: the engine's setting, MAGNET_FILL_NO_REPEAT).
+        fill_close_sentences: whether a blank between sentences is filled until a sentence
+        ends (infill.py; None: the engine's setting, MAGNET_FILL_CLOSE_SENTENCES).
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
         s = Sampling(do_sample, temperature, top_p, seed)
@@ -153,6 +156,7 @@ class Engine:
             fixed_lengths,
             s,
             fill_no_repeat,
+            fill_close_sentences,
         )
         if reference:
             return infill_reference(*args)
@@ -196,12 +200,13 @@ class Engine:
         top_p: float = 1.0,
         seed: int | None = None,
         fill_no_repeat: int | None = None,
+        fill_close_sentences: bool | None = None,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
-        Input errors common to all (no blank, empty text) are raised. fill_no_repeat: the
-        MAGNET fills' loop guard (infill)."""
+        Input errors common to all (no blank, empty text) are raised. fill_no_repeat,
+        fill_close_sentences: the MAGNET fills' decoding rules (infill)."""
         s = Sampling(do_sample, temperature, top_p, seed)
         lanes = []
         for system in systems:
@@ -212,7 +217,15 @@ class Engine:
                 )
             else:
                 lane = infill_lane(
-                    self.runner, text, system, marker, max_span_tokens, None, s, fill_no_repeat
+                    self.runner,
+                    text,
+                    system,
+                    marker,
+                    max_span_tokens,
+                    None,
+                    s,
+                    fill_no_repeat,
+                    fill_close_sentences,
                 )
             lanes.append(lane)
         return self.runner.run(lanes)

@@ -22,6 +22,7 @@ from ..layout import HybridSequence, build_hybrid
 from ..masks import additive, allowed_mask, hybrid_step_see
 from ..span_end import SpanEnd
 from ..tokens import TokenRoles
+from ..units import between_sentences, ends_sentence
 from .batching import Feed, Lane
 from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks, strip_gaps
 from .guard import repeat_bans
@@ -47,13 +48,27 @@ class InfillJob:
     bos: int | None
     min_tokens: int = 1
     no_repeat: int = 0  # the loop guard's n (guard.py); 0: off
+    # per blank: it stands between sentences, so its fill may end only where a sentence ends
+    close: list[bool] | None = None
 
 
 def infill_job(
-    runner: Runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat=None
+    runner: Runner,
+    text,
+    marker,
+    adapter,
+    max_span_tokens,
+    fixed_lengths,
+    no_repeat=None,
+    close_sentences=None,
 ) -> InfillJob:
-    """A validated request: pieces, span limits, the hybrid layout of the context, and the
-    loop guard's n (None: the engine's, Runner.fill_no_repeat)."""
+    """A validated request: pieces, span limits, the hybrid layout of the context, the loop
+    guard's n (None: the engine's, Runner.fill_no_repeat) and whether a blank that stands
+    between sentences must end one (None: the engine's, Runner.fill_close_sentences)."""
+    if close_sentences is None:
+        close_sentences = runner.fill_close_sentences
+    if not isinstance(close_sentences, bool):
+        raise InputError(f"fill_close_sentences must be true or false, not {close_sentences!r}.")
     if no_repeat is None:
         no_repeat = runner.fill_no_repeat
     if isinstance(no_repeat, bool) or not isinstance(no_repeat, int) or not 0 <= no_repeat <= 16:
@@ -86,6 +101,10 @@ def infill_job(
             f"{runner.max_input_tokens}. Shorten the text or the span length."
         )
     is_fixed = [f is not None for f in fixed]
+    close = [
+        close_sentences and not is_fixed[k] and between_sentences(pieces[k], pieces[k + 1])
+        for k in range(n)
+    ]
     span_end = runner.span_end(adapter)
     return InfillJob(
         stripped,
@@ -99,6 +118,7 @@ def infill_job(
         span_end,
         bos,
         no_repeat=no_repeat,
+        close=close,
     )
 
 
@@ -110,7 +130,8 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     the start of the text after its blank ("joined": it ran into the right context; the
     repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed"). With
     the loop guard on (job.no_repeat = n > 0) no span completes an n-gram of tokens it
-    already holds (guard.py)."""
+    already holds (guard.py). A span whose blank stands between sentences (job.close) may
+    end only where its text ends a sentence; else it goes on to its maximum."""
     n = len(job.limits)
     end = job.roles.span_end
     span_end = job.span_end
@@ -119,6 +140,8 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
     no_repeat = job.no_repeat
     exempt = runner.word_continuations if no_repeat > 0 else None
+    close = job.close or [False] * n
+    decode = runner.tokenizer.decode
     generated: list[list[int]] = [[] for _ in range(n)]
     reasons = [""] * n
     active = list(range(n))
@@ -128,6 +151,8 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
         for row, k in enumerate(active):
             if len(generated[k]) < job.min_tokens or job.fixed[k]:
                 logits[row, end] = float("-inf")  # the span may not end yet
+            elif close[k] and not ends_sentence(decode(generated[k][-4:])):
+                logits[row, end] = float("-inf")  # not before its sentence ends
             if not generated[k] and rights[k] and not job.fixed[k]:
                 # a span that began with the text after its blank would be trimmed to
                 # nothing: the blank is there because something is missing
@@ -237,10 +262,13 @@ def infill_lane(
     fixed_lengths,
     sampling: Sampling,
     no_repeat: int | None = None,
+    close_sentences: bool | None = None,
 ) -> Lane:
     """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
     t0 = time.perf_counter()
-    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat)
+    job = infill_job(
+        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat, close_sentences
+    )
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
     lane = Lane(name, None)
@@ -264,10 +292,13 @@ def infill_reference(
     fixed_lengths,
     sampling: Sampling,
     no_repeat: int | None = None,
+    close_sentences: bool | None = None,
 ) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
     t0 = time.perf_counter()
-    job = infill_job(runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat)
+    job = infill_job(
+        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat, close_sentences
+    )
     s = sampling.start()
     with runner.using(adapter) as name:
         generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))

@@ -52,6 +52,10 @@ class EngineConfig:
     # MAGNET fills: no n-gram of tokens twice in one span (guard.py; 0: off, the model's own
     # output); None: the model spec's (MAGNET_FILL_NO_REPEAT, --fill-no-repeat; default 3)
     fill_no_repeat: int | None = None
+    # MAGNET fills: a blank that stands between sentences ends only where its fill ends a
+    # sentence (infill.py); None: the model spec's (MAGNET_FILL_CLOSE_SENTENCES,
+    # --fill-close-sentences; default on)
+    fill_close_sentences: bool | None = None
     # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
     # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
     # default "auto"). See static_decode.py.
@@ -156,6 +160,13 @@ class Runner:
         """The fill guard's n (guard.py): the engine's setting, else the model spec's."""
         n = self.config.fill_no_repeat
         return self.loaded.spec.fill_no_repeat if n is None else n
+
+    @property
+    def fill_close_sentences(self) -> bool:
+        """Whether a fill between sentences must end one: the engine's setting, else the
+        model spec's."""
+        v = self.config.fill_close_sentences
+        return self.loaded.spec.fill_close_sentences if v is None else v
 
     @property
     def word_continuations(self) -> list[bool]:
