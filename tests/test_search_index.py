@@ -105,3 +105,36 @@ def test_the_cache_key_names_the_dtype(tiny_dir, tmp_path):
     key32 = search.EngineEncoder(engine, "base").key
     engine.model.to(torch.bfloat16)
     assert search.EngineEncoder(engine, "base").key != key32
+
+
+def test_a_search_waiting_for_the_warm_up_reports_its_count(tmp_path, monkeypatch):
+    """The start-up embeds the corpus in a thread; a search that comes meanwhile waits for
+    those vectors (nothing embedded twice) and its progress shows how far the warm-up is."""
+    import threading
+
+    monkeypatch.setattr(search, "WAIT_REPORT_S", 0.01)
+    gate, started = threading.Event(), threading.Event()
+
+    class GatedEncoder(CountingEncoder):
+        def encode(self, texts, batch_size=16):
+            if self.seen == 32:  # two batches in: hold the warm-up until the search waits
+                started.set()
+                assert gate.wait(10)
+            return super().encode(texts, batch_size)
+
+    corpus = search.Corpus("c", tuple(f"the cat sat {i}" for i in range(64)))
+    enc = GatedEncoder()
+    warm = threading.Thread(target=search.corpus_vectors, args=(enc, corpus, tmp_path))
+    warm.start()
+    assert started.wait(10)
+    seen: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append((done, total))
+        if len(seen) == 3:
+            gate.set()
+
+    vecs = search.corpus_vectors(enc, corpus, tmp_path, progress)
+    warm.join(10)
+    assert vecs.shape[0] == 64 and enc.seen == 64  # the search embedded nothing itself
+    assert seen[0] == (32, 64)  # the warm-up's count, while the search waited

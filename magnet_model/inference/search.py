@@ -281,8 +281,9 @@ def corpus_vectors(
     fits (every uploaded corpus adds files; None: no cap)."""
     path = cache_path(cache_dir, encoder, corpus)
     # one computation per file in this process: a search that comes while the app's start-up
-    # embeds the same corpus waits for those vectors instead of computing them a second time
-    with _computing(path):
+    # embeds the same corpus waits for those vectors instead of computing them a second time,
+    # and its progress reports the count that computation has reached
+    with _computing(path, progress, len(corpus)):
         vecs = _cached(path, len(corpus))
         if vecs is None:
             vecs = _compute(encoder, corpus, path, progress, batch_size)
@@ -305,19 +306,29 @@ def _cached(path: Path, n: int) -> np.ndarray | None:
 
 _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
+_DONE: dict[str, int] = {}  # passages embedded so far by the computation running for a file
+WAIT_REPORT_S = 0.5  # how often a search waiting for another's computation reports its count
 
 
 @contextlib.contextmanager
-def _computing(path: Path):
+def _computing(path: Path, progress: Callable[[int, int], None] | None = None, total: int = 0):
+    """Hold the file's lock; while another thread holds it (the start-up's warm-up embedding
+    this corpus), report that computation's count through ``progress`` every WAIT_REPORT_S."""
     with _LOCKS_LOCK:
         lock = _LOCKS.setdefault(str(path), threading.Lock())
-    with lock:
+    while not lock.acquire(timeout=WAIT_REPORT_S if progress else -1):
+        progress(min(_DONE.get(str(path), 0), total), total)
+    try:
         yield
+    finally:
+        _DONE.pop(str(path), None)
+        lock.release()
 
 
 def _compute(encoder, corpus, path: Path, progress, batch_size: int) -> np.ndarray:
     parts, total = [], len(corpus)
     for start in range(0, total, batch_size):
+        _DONE[str(path)] = start  # for a search that waits for these vectors (_computing)
         if progress:
             progress(start, total)
         parts.append(encoder.encode(corpus.passages[start : start + batch_size], batch_size))
