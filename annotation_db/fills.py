@@ -16,7 +16,9 @@ reply, a copy and a repeat are comes from textrules, which magnet_model reads to
   keeps its original span(s);
 - unfinished: the span removed was a sentence (its original ends in . ! or ?) and the fill
   does not end in one (closing quotes and brackets aside): the rater reads a fragment running
-  into the next sentence;
+  into the next sentence; or the removed sentence has a verb and the fill, though it ends in a
+  full stop, has none ("The city of Calgary, Alberta.": textrules.has_verb; an exclamation
+  or a question needs none);
 - chat: a reply to the prompt instead of a fill: an assistant's phrase ("I'm ready to help",
   "Here is the missing text", "fill in the blank", a model's name such as "SmolLM") that the
   item's own text does not hold;
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 
 # The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS and
 # MIN_COPY_WORDS, REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
-from textrules import COPY_WORDS, has_repeats, is_chat_reply, is_copy
+from textrules import COPY_WORDS, has_repeats, has_verb, is_chat_reply, is_copy
 from textrules import MARKER as MARKER
 from textrules import REPEAT_WORDS as REPEAT_NGRAM
 
@@ -50,7 +52,7 @@ EXAMPLE_CHARS = 160  # an example's fill is cut here
 PROBLEMS: tuple[tuple[str, str], ...] = (
     ("empty", "no word in it"),
     ("overlong", f"more than {OVERLONG_RATIO}x the removed span's words"),
-    ("unfinished", "a sentence was removed, the fill does not end one"),
+    ("unfinished", "a sentence was removed, the fill does not end one or has no verb"),
     ("chat", "a chat or meta reply, not a fill"),
     ("copy", f"copies {COPY_WORDS} or more words of the text around it"),
     ("repeats", f"repeats a run of {REPEAT_NGRAM} words or one word 3 times"),
@@ -137,8 +139,14 @@ def ends_sentence(text: str) -> bool:
 
 
 def is_unfinished(fill: str, original: str | None) -> bool:
-    """The removed span was a sentence and the fill does not end one (False when unknown)."""
-    return bool(original) and ends_sentence(original) and not ends_sentence(fill)
+    """The removed span was a sentence and the fill does not end one, or is no clause at all
+    where the original was one (False when unknown)."""
+    if not original or not ends_sentence(original):
+        return False
+    if not ends_sentence(fill):
+        return True
+    statement = fill.rstrip().rstrip("\"'”’)]").endswith(".")  # "What a day!" needs no verb
+    return statement and has_verb(original) and not has_verb(fill)
 
 
 def fill_problems(fill: str, original: str | None, context: str) -> set[str]:

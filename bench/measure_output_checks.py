@@ -12,9 +12,10 @@ passage (quoted outputs lack them). The context passed is the item's text as the
 left, the blank marker, right. Prints a table, writes bench/results/output_checks.json and
 bench/results/output_checks.md. Pure text, no model.
 
-Held out: the rules were revised on the labelled rows except the Paper-protocol rows of
-even-numbered items (``held_out``); a second table scores those alone, an estimate that the
-revisions did not fit.
+Held out: the rules were first revised on the labelled rows except the Paper-protocol rows of
+even-numbered items (``held_out``); a second table scores those alone. Since the revision of
+2026-12-03, which looked at every miss, those rows are seen too (tests/data/labelled_outputs.md):
+the second table is kept for comparison, not as an estimate the revisions did not fit.
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ def main() -> int:
     text += "\n" + table(
         {p: {**m, "false_positives": [], "false_negatives": []} for p, m in res_held.items()},
         len(held),
-        f"Held out: the {len(held)} rows the rules were not revised on (Paper-protocol rows of "
-        "even-numbered items):",
+        f"Once held out: the {len(held)} Paper-protocol rows of even-numbered items, which the "
+        "revisions up to 2026-12-02 did not look at (the revision of 2026-12-03 did: no longer "
+        "an unseen estimate):",
     )
     print(text, end="")
     RESULTS.mkdir(parents=True, exist_ok=True)

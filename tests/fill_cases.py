@@ -38,6 +38,14 @@ CHAT_REPLIES = [
     "You can rephrase the sentence to:",
     "(missing word: replace with 'x')",
     "1. language. 2. Publications. 3. Newspapers.",
+    "In that text, I've rephrased it to make it more concise.",
+    "That's a great answer! I'm glad you included it.",
+    "Sentence: After gaining independence in 1991, Azerbaijan joined the IMF.",
+    "Corrected text: Some special functions still have no notation.",
+    "(removing the extra words)",
+    'The word "xen" is missing in the text.',
+    "This is a grammatically correct sentence.",
+    "I will not attempt to create a new sentence.",
 ]
 FILLS = [
     "Tokyo",
@@ -59,4 +67,7 @@ FILLS = [
     "A new text was found in the library.",
     "The passage of the bill took two years.",
     "In 1. round he lost; in 2. round he won.",
+    "The sentence was read out in court in 1998.",
+    "He had added the missing tiles by noon.",
+    "Her answer to the extra question was late.",
 ]

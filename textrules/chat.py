@@ -47,12 +47,21 @@ CHAT_PHRASES = (
     r"(?:the|this) (?:given|above|following|original|provided) (?:text|passage|sentence)",
     r"(?:the|this) (?:given |provided )?(?:text|request|passage) (?:is|does|do|can|needs|should"
     r"|requires|is asking|asks|has)\b",
-    r"(?:great|good|nice) summary",
+    r"(?:great|good|nice|excellent) (?:summary|answer|question|job)",
+    r"i(?:'m| am) glad you",
+    # the assistant reporting its edit: "I've rephrased it", "I will not attempt"
+    r"i(?:'ve| have) (?:just )?(?:rephrased|rewritten|replaced|corrected|removed|added|changed"
+    r"|edited|filled|reworded|completed)",
+    r"i (?:will not|won't|cannot|can't) (?:attempt|try)",
+    r"grammatically (?:correct|incorrect)",
+    r"(?:the|removing the|remove the|without the) extra words?",
+    r"(?:is|are) missing (?:in|from) the (?:text|sentence|passage)",
     # talk about the text instead of text: "The sentence is:", "This is a sentence that
     # requires some correction.", "(No punctuation is provided).", "A: ...", "Repetition: ..."
     r"^\W*(?:the )?(?:missing |correct |complete |new |revised )?(?:sentence|text|answer"
     r"|phrase|word|passage|output|result)s? (?:is|are|would be|reads|should be)\s*:",
-    r"^\W*(?:a|q|answer|output|response|result|repetition|correction|explanation|note)\s*:",
+    r"^\W*(?:a|q|answer|output|response|result|repetition|correction|explanation|note"
+    r"|sentence|(?:corrected|revised|rewritten|completed|filled) (?:text|sentence|version))\s*:",
     r"(?:this|that|it) is an? (?:[\w-]+ ){0,3}(?:(?:sentence|text|passage|paragraph|phrase)"
     r"(?! of)|description|example|version|summary)\b",  # not "a sentence of five years"
     r"(?:requires?|needs?) (?:some |a |further )?(?:correction|editing|rephrasing|rewording)",

@@ -102,6 +102,13 @@ def test_copies_repeats_and_unfinished_sentences():
     assert is_unfinished("There is", removed) and is_unfinished("algae are unicellular,", removed)
     assert not is_unfinished("He sowed the wheat.", removed)
     assert not is_unfinished('"Run!"', removed)  # a closing quote after the sentence's end
+    # a full stop after words that hold no verb is no sentence
+    for fragment in ("The city of Calgary, Alberta.", "Aristocracy.", "The end of the war."):
+        assert is_unfinished(fragment, removed), fragment
+    for sentence in ("They live in burrows.", "Whales appear in spring.", "It rained.",
+                     "The law was passed.", "She wrote it.", "What a harvest!"):  # fmt: skip
+        assert not is_unfinished(sentence, removed), sentence
+    assert not is_unfinished("Aristocracy.", "aristocracy.")  # a word removed: no verb needed
     assert not is_unfinished("the fields", "the fields")  # words removed, not a sentence
     assert not is_unfinished("the fields", None)  # the original unknown: not judged
     assert fill_problems("", removed, text) == {"empty"}
