@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import case, func, select
 
-from .attention import AttentionSettings, planned_settings
+from .attention import DEFAULT_SLIP, AttentionSettings, planned_settings
 from .gold import make_gold_items
 from .questions import ALL_BAD, TIE, Preference, first, parse_questions
 from .results import StudyResults
@@ -68,7 +68,7 @@ class SimConfig:
     n_gold: int = 4  # attention-check items (a rater gets each at most once)
     items_per_rater: int = 10  # assignments a rater takes before leaving (gold included)
     exclude: bool = True  # leave out the raters the attention rule excludes
-    slip: float = 0.1  # the slip rate the study states (attention.AttentionRule)
+    slip: float = DEFAULT_SLIP  # the slip rate the study states, the app's default
     checks_per_rater: int | None = None  # None: attention.plan_checks sizes it
     questions: tuple[str, ...] = ("appropriate", "preference")
     n_resamples: int = 200  # bootstrap resamples of the pairwise statistics
