@@ -88,6 +88,17 @@ def _study(db: Path) -> str:
             for sys_, fill in (("magnet", "ran"), ("zero-shot", reply))
         ]
         store.create_study("flagged", items, flagged, questions=["appropriate"])
+        # many flagged outputs: making them again takes the tiny model a few seconds, time
+        # for an invite to come while it runs
+        items = [
+            ItemIn(f"r{k}", f"the bird [blank] over the sea {k} .", ["flew"]) for k in range(120)
+        ]
+        chat = [
+            OutputIn(it.key, sys_, it.text.replace("[blank]", fill), [fill])
+            for it in items
+            for sys_, fill in (("magnet", "I'm ready to help."), ("zero-shot", "SmolLM."))
+        ]
+        store.create_study("remake", items, chat, questions=["appropriate"])
         return store.invite("e2e", "Browser rater").token, store.invite("e2e", "Phone rater").token
 
 
@@ -373,6 +384,19 @@ def test_end_to_end_in_chromium(served, page):
     _shot(page, "admin-dropped")
     with AnnotationStore(path=served["db"]) as store:
         assert store.study("flagged").n_items == 1
+    # An invite while the study's flagged outputs are being made again is refused with the
+    # reason (it would freeze the outputs and throw that work away); the remake then ends.
+    _pick_study(page, "remake")
+    expect(page.locator("#admin-check-report")).to_contain_text("Outputs of remake, checked")
+    page.get_by_role("button", name="Make flagged outputs again").click()
+    page.get_by_label("Rater names, one per line").fill("Yan")
+    page.get_by_role("button", name="Create invite links for 'remake'").click()
+    expect(invite_msg).to_contain_text("'remake' is making its flagged outputs again")
+    _shot(page, "admin-invite-during-remake")
+    expect(check_msg).to_contain_text("flagged outputs again;", timeout=3 * TIMEOUT_MS)
+    with AnnotationStore(path=served["db"]) as store:
+        assert store.study("remake").n_raters == 0  # nobody was invited meanwhile
+    _shot(page, "admin-remade")
     # the login is an HttpOnly, SameSite=Strict cookie (no script reads it), and Log out ends it
     assert "magnet_admin" not in page.evaluate("document.cookie")
     (cookie,) = [c for c in page.context.cookies() if c["name"] == "magnet_admin"]
