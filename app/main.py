@@ -312,7 +312,11 @@ def _search_tab(app: MagnetApp) -> None:
                             elem_classes="search-table",
                         )
                     )
-    overlap = gr.Dataframe(label="Shared passages between the top-k lists", interactive=False)
+    overlap = gr.Dataframe(
+        label="Shared passages between the top-k lists",
+        interactive=False,
+        elem_classes="overlap-table",  # its systems named short (model_calls): it fits a phone
+    )
     run.click(
         gradio_fn(app.search),
         inputs=[query, upload, k],

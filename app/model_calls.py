@@ -219,7 +219,9 @@ class ModelCalls(Services):
             tables.append([[h.rank, f"{h.score:.3f}", h.text] for h in found])  # even decimals
             notes.append(f"{TITLES[system]}: {time.perf_counter() - t0:.2f} s")
         names = list(hits)
-        overlap = [[TITLES[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
+        # short names: the matrix must fit a phone (the lists above carry the full titles)
+        short = {n: systems.get(n).label for n in names}
+        overlap = [[short[a], *[search.overlap(hits[a], hits[b]) for b in names]] for a in names]
         passages = render.plural(len(corpus), "passage")
         note = f"{corpus.name}: {passages}; top {k}. " + "; ".join(notes)
         if hidden:
@@ -227,7 +229,7 @@ class ModelCalls(Services):
                 f". {render.plural(len(hidden), 'passage')} of a rating study running now "
                 f"{'is' if len(hidden) == 1 else 'are'} left out."
             )
-        headers = ["system", *[TITLES[b] for b in names]]
+        headers = ["system", *[short[b] for b in names]]
         return SearchView(tables, gr.update(value=overlap, headers=headers), note)
 
 

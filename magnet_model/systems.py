@@ -31,6 +31,12 @@ class System:
     kind: str  # ADAPTER, PROMPTED or ENCODER
     tasks: tuple[str, ...]
     shots: int | None = None  # PROMPTED: examples in the prompt
+    short: str = ""  # a narrow table's header (the title when empty)
+
+    @property
+    def label(self) -> str:
+        """The short form of the title, for a table that must fit a phone."""
+        return self.short or self.title
 
     @property
     def adapter(self) -> str | None:
@@ -46,9 +52,11 @@ SYSTEMS = (
     System("magnet", "MAGNET", ADAPTER, ("infill", "continue", "search", "evaluate")),
     System("zero-shot", "Base, zero-shot prompt", PROMPTED, ("infill",), shots=0),
     System("five-shot", "Base, five-shot prompt", PROMPTED, ("infill",), shots=5),
-    System(MINILM, "all-MiniLM-L6-v2", ENCODER, ("search", "evaluate")),
-    System(BASE, "Base model", ADAPTER, ("continue", "search", "evaluate")),
-    System("llm2vec", "LLM2Vec-style", ADAPTER, ("continue", "search", "evaluate")),
+    System(MINILM, "all-MiniLM-L6-v2", ENCODER, ("search", "evaluate"), short="MiniLM"),
+    System(BASE, "Base model", ADAPTER, ("continue", "search", "evaluate"), short="Base"),
+    System(
+        "llm2vec", "LLM2Vec-style", ADAPTER, ("continue", "search", "evaluate"), short="LLM2Vec"
+    ),
 )
 BY_NAME = {s.name: s for s in SYSTEMS}
 TITLES = {s.name: s.title for s in SYSTEMS}

@@ -443,6 +443,10 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     phone.locator("#search-run").click()
     note = phone.get_by_label("Corpus and timing")
     expect(note).to_have_value(re.compile(r"passages; top 5"), timeout=TIMEOUT_MS)
+    # the overlap table names the systems short (the lists above carry the full titles)
+    overlap = phone.locator(".overlap-table table")
+    expect(overlap).to_contain_text("MiniLM")
+    expect(overlap).not_to_contain_text("all-MiniLM-L6-v2")
     _shot(phone, "search-phone")
 
     phone.goto(f"{served['url']}/rate?token={served['phone_token']}")
