@@ -426,6 +426,9 @@ def build_study(
                 # a flagged output remade later runs with the same rules on any server
                 "fill_no_repeat": engine.runner.fill_no_repeat,
                 "fill_close_sentences": engine.runner.fill_close_sentences,
+                # the prompted baselines' format (by name, per system) and copy guard
+                "prompt_format": engine.prompt_formats(systems),
+                "prompt_no_copy": engine.runner.prompt_no_copy,
             },
             "seed": secrets.randbits(62),  # hidden: never shown, not even to the admin
             "n_gold": made.n_gold,

@@ -199,6 +199,30 @@ class ModelSettings(MagnetSettings):
         "its own; also `--fill-close-sentences on` or `off` (see docs/method.md)",
         json_schema_extra={"shown_default": "`1` (on)"},
     )
+    prompt_format: str = Field(
+        "auto",
+        description="the prompted baselines' prompt format: `auto` (each system's measured "
+        "default), or `chat`, `plain`, `chat-prefix`, `chat-nearest`, `chat-nearest-prefix` "
+        "and the other `template[-nearest][-prefix]` names (see docs/method.md); also "
+        "`--prompt-format`",
+    )
+    prompt_no_copy: int = Field(
+        6,
+        ge=0,
+        le=16,
+        description="the prompted baselines: a reply may not copy a run of N words of the "
+        "passage, an example or the instruction (refused at decode time); `0` turns it off, "
+        "to see the prompts' own output; also `--prompt-no-copy`",
+    )
+
+    @field_validator("prompt_format")
+    @classmethod
+    def _prompt_format(cls, value: str) -> str:
+        from .prompts import AUTO, FORMAT_NAMES
+
+        if value not in (AUTO, *FORMAT_NAMES):
+            raise ValueError(f"must be auto or one of {', '.join(FORMAT_NAMES)}")
+        return value
 
     @field_validator("device")
     @classmethod
@@ -232,6 +256,8 @@ class ModelSpec:
     decode: str = "auto"
     fill_no_repeat: int = 3  # MAGNET fills' loop guard (inference/guard.py); 0: off
     fill_close_sentences: bool = True  # a fill between sentences ends one (inference/infill.py)
+    prompt_format: str = "auto"  # the prompted baselines' format (prompts.py); auto: measured
+    prompt_no_copy: int = 6  # a prompted reply copies no run of this many words; 0: off
 
     @classmethod
     def from_settings(cls, s: ModelSettings) -> ModelSpec:
@@ -250,6 +276,8 @@ class ModelSpec:
             s.decode,
             s.fill_no_repeat,
             s.fill_close_sentences,
+            s.prompt_format,
+            s.prompt_no_copy,
         )
 
     @classmethod
@@ -276,6 +304,18 @@ class ModelSpec:
         if not isinstance(self.fill_close_sentences, bool):
             raise ConfigError(
                 f"fill_close_sentences must be true or false, not {self.fill_close_sentences!r}."
+            )
+        from .prompts import AUTO, FORMAT_NAMES
+
+        if self.prompt_format not in (AUTO, *FORMAT_NAMES):
+            raise ConfigError(
+                f"prompt_format must be auto or one of {', '.join(FORMAT_NAMES)}, not "
+                f"{self.prompt_format!r}."
+            )
+        if not isinstance(self.prompt_no_copy, int) or not 0 <= self.prompt_no_copy <= 16:
+            raise ConfigError(
+                f"prompt_no_copy must be a whole number from 0 (off) to 16, not "
+                f"{self.prompt_no_copy!r}."
             )
         if not is_device(self.device):
             raise ConfigError(
@@ -319,5 +359,18 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         metavar="on|off",
         help="MAGNET fills: a blank between sentences is filled until a sentence ends "
         "(MAGNET_FILL_CLOSE_SENTENCES, default on)",
+    )
+    g.add_argument(
+        "--prompt-format",
+        metavar="NAME",
+        help="the prompted baselines' prompt format: auto, or a name such as chat, plain, "
+        "chat-prefix, chat-nearest (MAGNET_PROMPT_FORMAT, default auto)",
+    )
+    g.add_argument(
+        "--prompt-no-copy",
+        type=int,
+        metavar="N",
+        help="the prompted baselines: no run of N words copied from the prompt; 0: off "
+        "(MAGNET_PROMPT_NO_COPY, default 6)",
     )
     g.add_argument("--cache-dir", help="cache for de-quantized weights and embeddings")

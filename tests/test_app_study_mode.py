@@ -66,33 +66,50 @@ def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
     assert len(titled) == 1
 
 
-def test_a_study_keeps_the_fill_rules_it_was_made_with(engine, tmp_path):
+def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_path):
     app = make_app(tmp_path, engine)
     seen = []
     real = engine.compare_infill
 
     def spy(text, systems, **kw):
-        seen.append((kw.get("fill_no_repeat"), kw.get("fill_close_sentences")))
+        seen.append(
+            (
+                kw.get("fill_no_repeat"),
+                kw.get("fill_close_sentences"),
+                tuple(sorted((kw.get("prompt_format") or {}).items())),
+                kw.get("prompt_no_copy"),
+            )
+        )
         return real(text, systems, **kw)
 
     engine.config.fill_no_repeat = 2
     engine.config.fill_close_sentences = False
+    engine.config.prompt_format = "plain-prefix"
+    engine.config.prompt_no_copy = 4
+    formats = {s: "plain-prefix" for s in SYSTEMS if s.endswith("-shot")}
+    rules = (2, False, tuple(sorted(formats.items())), 4)
     try:
         engine.compare_infill = spy
         app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
         _, outputs = app.store.items("g")
         assert outputs and all(o.decoding["fill_no_repeat"] == 2 for o in outputs)
         assert all(o.decoding["fill_close_sentences"] is False for o in outputs)
-        assert seen and set(seen) == {(2, False)}
-        # the server's setting changes; remaking flagged outputs keeps the study's guard
+        assert formats and all(o.decoding["prompt_format"] == formats for o in outputs)
+        assert all(o.decoding["prompt_no_copy"] == 4 for o in outputs)
+        assert seen and set(seen) == {rules}
+        # the server's settings change; remaking flagged outputs keeps the study's rules
         engine.config.fill_no_repeat = 0
         engine.config.fill_close_sentences = True
+        engine.config.prompt_format = "plain"
+        engine.config.prompt_no_copy = 0
         seen.clear()
         n, _ = studies.regenerate_flagged(
             engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
         )
-        assert n > 0 and set(seen) == {(2, False)}  # the tiny model's fills are flagged
+        assert n > 0 and set(seen) == {rules}  # the tiny model's fills are flagged
     finally:
         engine.compare_infill = real
         engine.config.fill_no_repeat = None
         engine.config.fill_close_sentences = None
+        engine.config.prompt_format = None
+        engine.config.prompt_no_copy = None

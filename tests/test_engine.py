@@ -538,7 +538,7 @@ def test_a_prompted_reply_cut_at_the_limit_is_capped_even_when_it_reads_as_joine
     ids = tok(" sat on the mat", add_special_tokens=False).input_ids
 
     def scripted(reason: str):
-        def reply(runner, logits, pos, limit, s, stop, visible, left="", right=""):
+        def reply(runner, logits, pos, limit, s, stop, visible, left="", right="", rules=None):
             return tok.decode(ids), reason, ids
             yield  # a generator, as answer_steps is
 

@@ -44,6 +44,19 @@ def test_a_second_run_reuses_the_fills_and_scores_without_the_model(engine, tmp_
         again.fill(TEXT, 5, 8)
 
 
+def test_a_format_or_copy_guard_of_its_own_is_another_entry(engine, tmp_path, monkeypatch):
+    cache = BaselineCache(engine, tmp_path)
+    plain = cache.fill(TEXT, 5, 8)  # the engine's default: auto, guard of 6 words
+    assert cache.fill(TEXT, 5, 8, "plain") == plain  # auto is plain on this tokenizer
+    assert cache.misses == 1
+    cache.fill(TEXT, 5, 8, "plain-prefix")
+    cache.fill(TEXT, 5, 8, "plain", 0)
+    assert (cache.hits, cache.misses) == (1, 3)
+    monkeypatch.setattr(engine.config, "prompt_format", "plain-prefix")
+    cache.fill(TEXT, 5, 8)  # the engine's format changed: its entry, made above
+    assert (cache.hits, cache.misses) == (2, 3)
+
+
 def test_other_conditions_never_read_an_entry(engine, tmp_path, monkeypatch):
     BaselineCache(engine, tmp_path).fill(TEXT, 0, 8)
     (file,) = tmp_path.iterdir()

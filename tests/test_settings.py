@@ -73,12 +73,24 @@ def test_parse_adapters():
         ("MAGNET_DTYPE", "fp8"),
         ("MAGNET_THREADS", "0"),
         ("MAGNET_THREADS", "two"),
+        ("MAGNET_PROMPT_FORMAT", "fancy"),
+        ("MAGNET_PROMPT_NO_COPY", "-1"),
     ],
 )
 def test_bad_values_are_one_clear_sentence(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=value):
         ModelSpec.from_env()
+
+
+def test_the_prompt_settings_reach_the_spec(monkeypatch):
+    assert (ModelSpec.from_env().prompt_format, ModelSpec.from_env().prompt_no_copy) == ("auto", 6)
+    monkeypatch.setenv("MAGNET_PROMPT_FORMAT", "chat-nearest-prefix")
+    monkeypatch.setenv("MAGNET_PROMPT_NO_COPY", "0")
+    spec = ModelSpec.from_env()
+    assert (spec.prompt_format, spec.prompt_no_copy) == ("chat-nearest-prefix", 0)
+    with pytest.raises(ConfigError, match="auto or one of chat, chat-prefix"):
+        ModelSpec(prompt_format="chat-fancy").validate()
 
 
 def test_threads_setting(monkeypatch):

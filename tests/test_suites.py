@@ -155,3 +155,27 @@ def test_each_named_adapter_is_judged_on_the_suite_targets():
     v2 = next(ln for ln in lines if ln.startswith("Targets, v2:"))
     assert ">= 85% one complete sentence: no" in v3 and "n/a" not in v3
     assert ">= 85% one complete sentence: yes" in v2
+
+
+def test_the_prompted_baselines_are_judged_on_chat_replies_copies_and_sentences():
+    report = _report(24.0, 0.9)
+    systems = report["tasks"]["units"]["suites"]["wikipedia/sentence"]["systems"]
+    systems["zero-shot"].update(chat_share=0.04, copy_share=0.2, example_copy_share=0.0)
+    systems["five-shot"].update(
+        chat_share=0.1, copy_share=0.05, example_copy_share=0.01, one_sentence_share=0.65
+    )
+    lines = report_mod.render_units(report, report_mod.unit_targets(report))
+    row = next(ln for ln in lines if ln.startswith("Targets, prompted baselines:"))
+    zero, five = report_mod.table.title("zero-shot"), report_mod.table.title("five-shot")
+    for text in (
+        f"{zero}: <= 5% chat/meta: yes",
+        f"{zero}: <= 10% copies of the passage: no",
+        f"{zero}: no copy of an example: yes",
+        f"{five}: <= 5% chat/meta: no",
+        f"{five}: no copy of an example: no",
+        f"{five}: >= 60% one sentence: yes",
+    ):
+        assert text in row
+    assert f"{zero}: >= 60% one sentence" not in row  # five-shot's target only
+    table = "\n".join(lines)
+    assert "| chat or meta replies | " in table and "| copies of an example | " in table

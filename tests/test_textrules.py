@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fill_cases import CHAT_REPLIES, FILLS
 
-from textrules import has_repeats, is_chat_reply, is_copy, repeats_ngram, words
+from textrules import CopyGuard, has_repeats, is_chat_reply, is_copy, repeats_ngram, words
 
 CONTEXT = "The Amazon is the largest rainforest on Earth. [blank] Scientists warn."
 
@@ -65,3 +65,14 @@ def test_the_evaluator_repeat_rule_is_a_word_3_gram_twice():
     # the two rules differ today (issue 36: a measurement decides between them)
     loop = "he said that he said that it was"
     assert repeats_ngram(loop) and not has_repeats(loop)
+
+
+def test_the_copy_guard_sees_a_run_of_the_source_while_its_last_word_is_written():
+    guard = CopyGuard(["The cat sat on the mat and slept.", "A second text."], 6)
+    assert guard.copies("the cat sat on the ma")  # "ma" may still become "mat"
+    assert guard.copies("The cat, sat on the mat.")  # case and punctuation are no words
+    assert not guard.copies("the cat sat on the map")  # the word is complete: no copy
+    assert not guard.copies("the cat sat on the")  # five words
+    assert not guard.copies("slept. A second text and")  # runs never span two sources
+    assert not CopyGuard(["The cat sat on the mat."], 0).copies("the cat sat on the mat")
+    assert is_copy("the cat sat on the mat", "The cat sat on the mat and slept.")

@@ -1,24 +1,27 @@
 """The rules on a fill's text that both libraries apply, written once: what a chat or meta reply
-is (chat.py), what a copy of the passage is (copies.py), what a loop is (loops.py), whether a
-text has a verb (clauses.py), and the words these rules count (words.py).
+is (chat.py), what a copy of the passage is (copies.py; CopyGuard is the same rule at decode
+time), what a loop is (loops.py), whether a text has a verb (clauses.py), and the words these
+rules count (words.py).
 
-magnet_model (the prompted baselines ask again after a chat reply; the evaluator counts loops)
-and annotation_db (the checks of a study's outputs before raters meet them) both import this
-package, so a rule changed here changes for both. Pure Python standard library: no torch, no
-SQL, no import of magnet_model, annotation_db or app (tests/test_layout.py checks it).
+magnet_model (the prompted baselines ask again after a chat reply and cannot copy; the
+evaluator counts loops) and annotation_db (the checks of a study's outputs before raters meet
+them) both import this package, so a rule changed here changes for both. Pure Python standard
+library: no torch, no SQL, no import of magnet_model, annotation_db or app (tests/test_layout.py
+checks it).
 """
 
 from __future__ import annotations
 
 from .chat import CHAT_PHRASES, is_chat_reply
 from .clauses import has_verb
-from .copies import COPY_WORDS, MARKER, MIN_COPY_WORDS, is_copy
+from .copies import COPY_WORDS, MARKER, MIN_COPY_WORDS, CopyGuard, is_copy
 from .loops import REPEAT_WORDS, has_repeats, repeats_ngram
 from .words import ngrams, words
 
 __all__ = [
     "CHAT_PHRASES",
     "COPY_WORDS",
+    "CopyGuard",
     "MARKER",
     "MIN_COPY_WORDS",
     "REPEAT_WORDS",

@@ -26,3 +26,36 @@ def is_copy(
         return False
     n = min(run_words, len(fw))
     return bool(ngrams(fw, n) & ngrams(cw, n))
+
+
+class CopyGuard:
+    """The copy rule at decode time: built from the texts a reply must not copy (the passage,
+    an example, the instruction), it says whether a reply so far ends in a run of run_words
+    words of one of them, its last word counted while it is still being written ("on the
+    ma" continues "on the mat"), so the decoder can refuse the token that would begin the
+    copy's last word instead of cutting the copy afterwards. Runs never span two sources."""
+
+    def __init__(self, sources: list[str] | tuple[str, ...], run_words: int = COPY_WORDS):
+        self.run_words = run_words
+        # the first run_words - 1 words of each run -> the words that end it
+        self.next_words: dict[tuple[str, ...], set[str]] = {}
+        for source in sources:
+            w = words(source.replace(MARKER, " "))
+            for i in range(len(w) - run_words + 1):
+                head = tuple(w[i : i + run_words - 1])
+                self.next_words.setdefault(head, set()).add(w[i + run_words - 1])
+
+    def copies(self, reply: str) -> bool:
+        """Whether the reply ends in a run of run_words words of a source; when it ends inside
+        a word, that word may still grow into the run's last word."""
+        if self.run_words < 1 or not self.next_words:
+            return False
+        w = words(reply)
+        if len(w) < self.run_words:
+            return False
+        head, last = tuple(w[-self.run_words : -1]), w[-1]
+        ends = self.next_words.get(head)
+        if not ends:
+            return False
+        inside = bool(reply) and (reply[-1].isalnum() or reply[-1] in "'’-")
+        return last in ends if not inside else any(e.startswith(last) for e in ends)

@@ -7,7 +7,8 @@ and each span NLL is stored under a key made of everything that decides it:
   the dtype, the device kind, torch's version;
 - the code of the baselines (prompts.py, the prompted decoder, sampling, the blank splitter,
   the scorer): any change to a prompt or a rule makes new keys;
-- the request itself: the blanked passage (or the case's token ids), the shots, the cap.
+- the request itself: the blanked passage (or the case's token ids), the shots, the cap, the
+  prompt format and the copy guard's run length.
 A run on another machine kind or dtype, or after a prompt change, misses and computes anew;
 nothing is ever read from an entry made under other conditions.
 
@@ -23,12 +24,18 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from .. import prompts
 from ..inference.blanks import FilledSpan, InfillResult
 from . import scoring
 
 # the code whose change changes a baseline's fill or score (paths under magnet_model/)
 CODE = (
     "prompts.py",
+    "example_pool.py",
+    "units.py",
+    "../textrules/chat.py",
+    "../textrules/copies.py",
+    "../textrules/words.py",
     "inference/prompted.py",
     "inference/sampling.py",
     "inference/blanks.py",
@@ -100,30 +107,58 @@ class BaselineCache:
     def _key(*parts) -> str:
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
-    def fill(self, text: str, shots: int, max_span_tokens: int) -> InfillResult:
-        """engine.infill_prompted(text, shots, max_span_tokens), greedy."""
-        key = self._key("fill", text, shots, max_span_tokens)
+    def _format(self, shots: int, fmt: str | None) -> str:
+        """The name of the format a request asks in (the engine's when fmt is None)."""
+        runner = self.engine.runner
+        return prompts.get_format(
+            runner.prompt_format if fmt is None else fmt, shots, runner.tokenizer
+        ).name
+
+    def fill(
+        self,
+        text: str,
+        shots: int,
+        max_span_tokens: int,
+        fmt: str | None = None,
+        no_copy: int | None = None,
+    ) -> InfillResult:
+        """engine.infill_prompted(text, shots, max_span_tokens, fmt, no_copy), greedy (None:
+        the engine's format and copy guard)."""
+        fmt = self._format(shots, fmt)
+        no_copy = self.engine.runner.prompt_no_copy if no_copy is None else no_copy
+        key = self._key("fill", text, shots, max_span_tokens, fmt, no_copy)
         value = self._get(key)
         if value is None:
-            r = self.engine.infill_prompted(text, shots=shots, max_span_tokens=max_span_tokens)
+            r = self.engine.infill_prompted(
+                text,
+                shots=shots,
+                max_span_tokens=max_span_tokens,
+                prompt_format=fmt,
+                prompt_no_copy=no_copy,
+            )
             value = asdict(r)
             self._put(key, value)
         spans = [FilledSpan(**s) for s in value["spans"]]
         return InfillResult(**{**value, "spans": spans})
 
     def span_nll(
-        self, cases: Sequence[scoring.SpanCase], shots: int, batch_size: int
+        self,
+        cases: Sequence[scoring.SpanCase],
+        shots: int,
+        batch_size: int,
+        fmt: str | None = None,
     ) -> list[scoring.SpanNLL]:
         """scoring.prompted_span_nll of the cases (those not cached, in one call)."""
+        fmt = self._format(shots, fmt)
         keys = [
-            self._key("nll", c.left_text, c.span_text, c.right_text, c.span_ids, shots)
+            self._key("nll", c.left_text, c.span_text, c.right_text, c.span_ids, shots, fmt)
             for c in cases
         ]
         found = {k: self._get(k) for k in keys}
         todo = [i for i, k in enumerate(keys) if found[k] is None]
         if todo:
             fresh = scoring.prompted_span_nll(
-                self.engine, [cases[i] for i in todo], shots, batch_size
+                self.engine, [cases[i] for i in todo], shots, batch_size, fmt
             )
             for i, s in zip(todo, fresh, strict=True):
                 found[keys[i]] = [s.span, s.end, s.n_tokens]

@@ -329,6 +329,9 @@ def evaluate(engine, cfg: EvalConfig, command: str = "") -> dict:
         "fill_no_repeat": engine.runner.fill_no_repeat,
         # a blank between sentences filled until a sentence ends (inference/infill.py)
         "fill_close_sentences": engine.runner.fill_close_sentences,
+        # the prompted baselines' formats (prompts.py) and copy guard (0: off)
+        "prompt_formats": engine.prompt_formats(table.for_task("infill")),
+        "prompt_no_copy": engine.runner.prompt_no_copy,
         "systems": {
             s.name: {"kind": s.kind, "available": s.available, "reason": s.reason} for s in systems
         },
@@ -356,6 +359,10 @@ def main(argv: list[str] | None = None, engine=None) -> int:
             engine.config.fill_no_repeat = args.fill_no_repeat
         if args.fill_close_sentences is not None:
             engine.config.fill_close_sentences = args.fill_close_sentences
+        if args.prompt_format is not None:
+            engine.config.prompt_format = args.prompt_format
+        if args.prompt_no_copy is not None:
+            engine.config.prompt_no_copy = args.prompt_no_copy
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(
             engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluation.evaluate", *given])

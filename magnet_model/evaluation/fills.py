@@ -5,8 +5,10 @@ repeats_ngram, lives in textrules next to the one annotation_db's study checks u
 
 from __future__ import annotations
 
+from textrules import MARKER, is_chat_reply, is_copy
 from textrules import repeats_ngram as repeats_ngram  # suites.py and bench/ import it here
 
+from .. import prompts
 from ..units import ends_sentence, sentence_spans
 
 
@@ -45,3 +47,21 @@ def has_sentence_end(text: str) -> bool:
     have: it would close the sentence it sits in)."""
     text = text.strip()
     return bool(text) and (ends_sentence(text) or len(sentence_spans(text)) > 1)
+
+
+def prompt_flags(results: list, shots: int, fmt) -> dict[str, list[bool]]:
+    """Per prompted fill (InfillResult of a text with one [blank]): whether it is a chat or
+    meta reply, a copy of the passage, a copy of one of its prompt's examples (textrules'
+    rules, as a study's checks read them), and whether the copy guard refused a token while
+    it was written. fmt: the prompt format the fills were asked in (prompts.get_format)."""
+    out: dict[str, list[bool]] = {"chat": [], "copy": [], "example_copy": [], "copy_blocked": []}
+    for r in results:
+        span = r.spans[0]
+        fill, context = span.text.strip(), r.text.replace(MARKER, " ")
+        query = r.text.replace(MARKER, prompts.BLANK, 1)
+        examples = prompts.prompt_examples(query, shots, fmt)
+        out["chat"].append(bool(fill) and is_chat_reply(fill, context))
+        out["copy"].append(is_copy(fill, context))
+        out["example_copy"].append(any(is_copy(fill, f"{t}\n{a}") for t, a in examples))
+        out["copy_blocked"].append(span.copy_blocks > 0)
+    return out

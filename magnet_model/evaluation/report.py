@@ -7,53 +7,28 @@ A report is the dict `evaluate.evaluate` returns: tasks -> systems -> measured n
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import systems as table
-from ..systems import MINILM, TITLES
-
-TASKS = ("infill", "units", "sts", "retrieval", "probe", "repetition", "knowledge")
-DOMAINS = ("wikipedia", "news")  # infill: held-out Wikipedia (or --heldout), Lee news
-PRIMARY_DOMAIN = "wikipedia"
-# The prompted baselines (systems table), run on the base model by the infill task, as
-# (key in results.json, system name).
-PROMPTED_ROWS = [s for s in table.SYSTEMS if s.kind == table.PROMPTED]
-PROMPTED_KEYS = tuple((s.name.replace("-", "_"), s.name) for s in PROMPTED_ROWS)
-
-
-def domain_key(domain: str) -> str:
-    """Where a domain's numbers sit in a system's result: the first at the top (the keys the
-    sweep and older reports read), any other under its name."""
-    return "" if domain == PRIMARY_DOMAIN else domain
-
+from .report_common import (  # noqa: F401 (the names other modules read here)
+    DOMAINS,
+    PRIMARY_DOMAIN,
+    PROMPTED_KEYS,
+    PROMPTED_ROWS,
+    TASKS,
+    Target,
+    _cell,
+    _cmp,
+    _column,
+    _get,
+    _verdict,
+    domain_key,
+)
+from .report_units import _paired_lines, render_units, unit_targets
 
 # ---------------------------------------------------------------- targets
-
-
-@dataclass
-class Target:
-    task: str
-    row: str  # the table row it belongs to
-    text: str
-    met: bool | None  # None: a system it needs was not measured
-
-
-def _get(report: dict, task: str, system: str, *keys):
-    node = report["tasks"].get(task, {}).get("systems", {}).get(system)
-    for k in keys:
-        if not isinstance(node, dict) or k not in node:
-            return None
-        node = node[k]
-    return node if isinstance(node, int | float) and not math.isnan(node) else None
-
-
-def _cmp(a, b, ok: Callable) -> bool | None:
-    return None if a is None or b is None else bool(ok(a, b))
 
 
 def check_targets(report: dict) -> list[Target]:
@@ -117,163 +92,6 @@ def check_targets(report: dict) -> list[Target]:
             _cmp(g(report, "knowledge", "magnet", "ratio_to_base"), 1.05, lambda m, t: m <= t),
         ),
     ]
-    return out
-
-
-# ---------------------------------------------------------------- the unit suites
-
-# (label, key, format) of a suite's table; the base model's rows hold its left-only PPL
-UNIT_ROWS = [
-    ("span PPL, hybrid (left + right)", "hybrid_ppl", "{:.2f}"),
-    ("span PPL, prompted zero-shot", "zero_shot_ppl", "{:.2f}"),
-    ("span PPL, prompted five-shot", "five_shot_ppl", "{:.2f}"),
-    ("span PPL, base left-only", "left_only_ppl", "{:.2f}"),
-    ("fills stopped before the cap", "stopped_share", "{:.0%}"),
-    ("... by <span_end>", "span_end_share", "{:.0%}"),
-    ("exactly one complete sentence", "one_sentence_share", "{:.0%}"),
-    ("no sentence end inside", "no_sentence_end_share", "{:.0%}"),
-    ("stopped, no sentence end inside", "stopped_no_sentence_end_share", "{:.0%}"),
-    ("length / true length", "length_ratio", "{:.2f}"),
-    ("fills with a repeated 3-gram", "repeat_3gram_share", "{:.0%}"),
-    ("fills with a token that is no text", "junk_share", "{:.0%}"),
-    ("completed text PPL / original (base)", "completed_ppl_ratio", "{:.3f}"),
-]
-UNIT_IN_DOMAIN = 0.9  # sentence suite: hybrid <= this x base left-only on Wikipedia ...
-UNIT_OUT_OF_DOMAIN = 1.1  # ... and this on news (MAGNET v2's ship targets)
-ONE_SENTENCE = 0.85  # sentence suite: fills that are exactly one complete sentence
-
-
-def _suite(report: dict, key: str) -> dict | None:
-    node = report["tasks"].get("units", {}).get("suites", {}).get(key)
-    return node if isinstance(node, dict) and "systems" in node else None
-
-
-def _sv(suite: dict | None, system: str, key: str):
-    v = (suite or {}).get("systems", {}).get(system, {}).get(key)
-    return v if isinstance(v, int | float) and not math.isnan(v) else None
-
-
-def unit_targets(report: dict, system: str = "magnet") -> list[Target]:
-    """The unit suites' targets (sentence, phrase and word blanks; both domains)."""
-    out = []
-    prompted = [name for _, name in PROMPTED_KEYS]
-    for key in report["tasks"].get("units", {}).get("suites", {}):
-        domain, kind = key.split("/")
-        suite, row = _suite(report, key), f"units {key}"
-        hybrid = _sv(suite, system, "hybrid_ppl")
-        left = _sv(suite, "base", "left_only_ppl")
-        if kind == "sentence":
-            bound = UNIT_IN_DOMAIN if domain == PRIMARY_DOMAIN else UNIT_OUT_OF_DOMAIN
-            five = _sv(suite, "base", "five_shot_ppl")
-            ratios = [_sv(suite, p, "completed_ppl_ratio") for p in prompted]
-            mine = _sv(suite, system, "completed_ppl_ratio")
-            out += [
-                Target("units", row, f"hybrid <= {bound} x base left-only",
-                       _cmp(hybrid, left, lambda m, b, k=bound: m <= k * b)),
-                Target("units", row, "hybrid < five-shot", _cmp(hybrid, five, lambda m, f: m < f)),
-                Target("units", row, f">= {ONE_SENTENCE:.0%} one complete sentence",
-                       _cmp(_sv(suite, system, "one_sentence_share"), ONE_SENTENCE,
-                            lambda m, t: m >= t)),
-                Target("units", row, "completed PPL <= 1.15 x original",
-                       _cmp(mine, 1.15, lambda m, t: m <= t)),
-                Target("units", row, "completed PPL below both prompted",
-                       None if mine is None or None in ratios else all(mine < r for r in ratios)),
-            ]  # fmt: skip
-        else:
-            ratio = _sv(suite, system, "length_ratio")
-            out += [
-                Target("units", row, ">= 80% with no sentence end inside",
-                       _cmp(_sv(suite, system, "no_sentence_end_share"), 0.8,
-                            lambda m, t: m >= t)),
-                Target("units", row, "length ratio 0.7-1.5",
-                       None if ratio is None else 0.7 <= ratio <= 1.5),
-            ]  # fmt: skip
-        out += [
-            Target("units", row, "<= 10% repeated 3-gram",
-                   _cmp(_sv(suite, system, "repeat_3gram_share"), 0.1, lambda m, t: m <= t)),
-            Target("units", row, "0 fills with never-trained tokens",
-                   _cmp(_sv(suite, system, "junk_share"), 0.0, lambda m, t: m <= t)),
-        ]  # fmt: skip
-    return out
-
-
-def render_units(report: dict, targets: list[Target]) -> list[str]:
-    """One table per suite (systems side by side), its targets, and fills to read by eye."""
-    task = report["tasks"].get("units")
-    if not task or "suites" not in task:
-        return []
-    lines = ["", "## Unit suites (sentences, phrases, words removed from held-out text)"]
-    for key, suite in task["suites"].items():
-        lines += ["", f"### {key}"]
-        if "systems" not in suite:
-            lines.append(f"n/a: {suite.get('n/a', '')}")
-            continue
-        names = list(suite["systems"])
-        lines += [
-            f"{suite['sizes']['cases']} cases, true unit {suite['sizes']['span_tokens_mean']:.1f} "
-            "tokens on average; fills on the first "
-            f"{suite['sizes'].get('fills', '')} of them (greedy, cap 64); shares with their "
-            "95% interval (Wilson).",
-            "",
-            "| metric | " + " | ".join(_column(n) for n in names) + " |",
-            "|---|" + "---|" * len(names),
-        ]
-        for label, k, fmt in UNIT_ROWS:
-            cells = [_cell(suite["systems"][n], (k,), fmt) for n in names]
-            if any(c not in ("–", "") for c in cells):
-                lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines += _paired_lines(suite)
-        # each adapter of the adapted model is judged (a run may name several: v2, v3, ...)
-        adapters = [n for n in names if n not in ("base", *(p for _, p in PROMPTED_KEYS))]
-        for a in adapters:
-            pool = targets if a == "magnet" else unit_targets(report, a)
-            mine = [t for t in pool if t.row == f"units {key}"]
-            if mine:
-                head = "Targets" if adapters == ["magnet"] else f"Targets, {_column(a)}"
-                verdicts = "; ".join(f"{t.text}: {_verdict(t.met)}" for t in mine)
-                lines += ["", f"{head}: {verdicts}"]
-        examples = task.get("examples", {}).get(key, [])
-        if examples:
-            lines += ["", "Fills (truth first):", ""]
-            for i, ex in enumerate(examples, 1):
-                left, _, right = ex["text"].partition("[blank]")
-                fills = [f"{_column(n)} «{v}»" for n, v in ex.items() if n not in ("text", "truth")]
-                lines.append(
-                    f"{i}. …{left[-70:]}[…]{right[:50]}… — truth «{ex['truth']}»; "
-                    + "; ".join(fills)
-                )
-    return lines
-
-
-PAIRED_LABELS = {
-    "one_sentence_share": "exactly one complete sentence",
-    "no_sentence_end_share": "no sentence end inside",
-    "repeat_3gram_share": "a repeated 3-gram",
-    "stopped_share": "stopped before the cap",
-    "stop_share": "stopped by <span_end>",
-    "fit_share": "ended inside the blank",
-}
-
-
-def _paired_lines(suite: dict, where: str = "") -> list[str]:
-    """Two adapters on the same cases: each share's difference in points with its interval
-    and McNemar p, and the hybrid span PPL ratio with its interval and Wilcoxon p."""
-    out = []
-    for pair, comp in (suite.get("paired") or {}).items():
-        parts = []
-        for key, c in comp.items():
-            if key == "hybrid_ppl":
-                parts.append(
-                    f"hybrid span PPL x{c['ppl_ratio']:.3f} ({c['lo']:.3f}–{c['hi']:.3f}; "
-                    f"Wilcoxon p = {c['p']:.2g})"
-                )
-            else:
-                parts.append(
-                    f"{PAIRED_LABELS.get(key, key)} {100 * c['diff']:+.0f} points "
-                    f"({100 * c['lo']:+.0f} to {100 * c['hi']:+.0f}; McNemar p = {c['p']:.2g})"
-                )
-        if parts:
-            out += ["", f"Paired, {where}{pair} (the same cases): " + "; ".join(parts) + "."]
     return out
 
 
@@ -409,34 +227,6 @@ TASK_TITLES = {
 }
 
 
-def _cell(result: dict | None, path: tuple, fmt: str) -> str:
-    if result is None:
-        return ""
-    if "n/a" in result:
-        return "n/a"
-    node, parent = result, None
-    for k in path:
-        parent, node = node, node.get(k) if isinstance(node, dict) else None
-    if node is None or (isinstance(node, float) and math.isnan(node)):
-        return "–"
-    cell = fmt.format(node)
-    # a share's 95% interval, where its result keeps one (fills: stats.share)
-    lo_hi = (parent.get("intervals") or {}).get(path[-1]) if isinstance(parent, dict) else None
-    if lo_hi and not any(map(math.isnan, lo_hi)):
-        cell += f" ({lo_hi[0]:.0%}–{lo_hi[1]:.0%})"
-    return cell
-
-
-def _verdict(met: bool | None) -> str:
-    return {True: "yes", False: "no", None: "n/a"}[met]
-
-
-def _column(system: str) -> str:
-    """A system as the tables name it: as given to --systems (magnet@mean reads as typed), the
-    sentence encoder by its model's name."""
-    return TITLES[MINILM] if system == MINILM else system
-
-
 def render_markdown(report: dict) -> str:
     """The side-by-side table, then sizes, timings, hardware and the reasons for every n/a."""
     systems = list(report["systems"])
@@ -474,6 +264,8 @@ def render_markdown(report: dict) -> str:
         "",
         _close_note(report.get("fill_close_sentences")),
         "",
+        _prompt_note(report.get("prompt_formats"), report.get("prompt_no_copy")),
+        "",
         _cache_note(report.get("baseline_cache")),
         "",
         f"Command: `{report['command']}`"
@@ -507,6 +299,19 @@ def _close_note(close: bool | None) -> str:
         "MAGNET fills: a blank between sentences is filled until a sentence ends "
         "(`--fill-close-sentences on`); inside a sentence the model stops where it likes."
     )
+
+
+def _prompt_note(formats: dict | None, no_copy: int | None) -> str:
+    """The prompted baselines' formats and copy guard."""
+    if formats is None:
+        return "Prompted baselines: formats not recorded (a report from before the formats)."
+    asked = ", ".join(f"{table.title(s)} in `{f}`" for s, f in formats.items())
+    guard = (
+        f"no reply copies a run of {no_copy} words of its prompt (`--prompt-no-copy {no_copy}`)"
+        if no_copy
+        else "no copy guard (`--prompt-no-copy 0`: the prompts' own output)"
+    )
+    return f"Prompted baselines: {asked} (prompt formats: docs/method.md); {guard}."
 
 
 def _cache_note(cache: dict | None) -> str:

@@ -9,8 +9,8 @@ adapter of the call switched on (Engine.using), never through generation:
   the same forward gives log p(<span_end>) after every true span token (where does the model
   put the end?).
 - prompted_span_nll: the paper's baseline. The zero-/five-shot prompt of prompts.py, then the
-  true span as the answer, then the answer's end (<|im_end|> in chat style, a line break in
-  plain style), adapter off.
+  true span as the answer, then the answer's end (<|im_end|> in the chat template, a line
+  break in the plain one), adapter off, in the prompt format asked for (prompts.py).
 - causal_span_nll (left context only, a reference every causal model has) and causal_nll
   (perplexity of whole held-out texts: "knowledge kept").
 
@@ -274,14 +274,18 @@ def _answer_end_ids(tokenizer, style: str) -> list[int]:
     return newline or [tokenizer.eos_token_id]  # a tokenizer that drops line breaks
 
 
-def prompted_rows(tokenizer, cases: Sequence[SpanCase], shots: int) -> list[tuple[Row, int]]:
-    """(row, answer length) per case: prompt + true answer + answer end, labels on the last two."""
-    style = prompts.default_style(tokenizer)
-    end = _answer_end_ids(tokenizer, style)
-    lead = "" if style == "chat" else " "  # plain: "Answer: <words>"
+def prompted_rows(
+    tokenizer, cases: Sequence[SpanCase], shots: int, fmt=None
+) -> list[tuple[Row, int]]:
+    """(row, answer length) per case: prompt + true answer + answer end, labels on the last
+    two. fmt: the prompt format (prompts.get_format; None: the default of `shots`); in a
+    -prefix format the truth follows the reply's opening."""
+    fmt = prompts.get_format(fmt, shots, tokenizer)
+    end = _answer_end_ids(tokenizer, fmt.template)
     out = []
     for c in cases:
-        prompt = prompts.build_prompt(c.blanked(prompts.BLANK), shots, tokenizer, style)
+        prompt = prompts.build_prompt(c.blanked(prompts.BLANK), shots, tokenizer, fmt)
+        lead = prompts.answer_lead(fmt, c.left_text)
         p = tokenizer(prompt, add_special_tokens=False).input_ids
         a = tokenizer(lead + c.span_text.strip(), add_special_tokens=False).input_ids
         ids = p + a + end
@@ -291,10 +295,12 @@ def prompted_rows(tokenizer, cases: Sequence[SpanCase], shots: int) -> list[tupl
 
 
 def prompted_span_nll(
-    engine, cases: Sequence[SpanCase], shots: int, batch_size: int = 4
+    engine, cases: Sequence[SpanCase], shots: int, batch_size: int = 4, fmt=None
 ) -> list[SpanNLL]:
-    """The base model (adapter off) scoring the true span as its answer to the fill-in prompt."""
-    pairs = prompted_rows(engine.tokenizer, cases, shots)
+    """The base model (adapter off) scoring the true span as its answer to the fill-in prompt
+    (fmt: the prompt format; None: the engine's, Runner.prompt_format)."""
+    fmt = engine.runner.prompt_format if fmt is None else fmt
+    pairs = prompted_rows(engine.tokenizer, cases, shots, fmt)
     nlls = row_nlls(engine, [r for r, _ in pairs], None, "causal", batch_size)
     return [
         SpanNLL(float(x[:n].sum()), float(x[n:].sum()), c.n_tokens)

@@ -14,7 +14,9 @@ Per suite and system:
   (sentence suite) or holds no sentence end (phrase and word suites), the length ratio
   against the truth, the share with a repeated 3-gram, the share with a token that is no
   text, and the base model's perplexity of the whole completed text (left + fill + right)
-  against the original text's: the fluency a reader feels;
+  against the original text's: the fluency a reader feels; for the prompted baselines also
+  the share of chat or meta replies, of copies of the passage and of an example, and of
+  fills where the copy guard refused a token (fills.prompt_flags);
 - `unit_examples` fills per suite side by side with the truth, for reading by eye.
 """
 
@@ -25,9 +27,17 @@ import random
 
 import numpy as np
 
+from .. import prompts
 from ..tokens import word_edges, word_start_table
 from ..units import token_units
-from .fills import fill_tokens, has_sentence_end, is_one_sentence, junk_ids, repeats_ngram
+from .fills import (
+    fill_tokens,
+    has_sentence_end,
+    is_one_sentence,
+    junk_ids,
+    prompt_flags,
+    repeats_ngram,
+)
 from .report import PROMPTED_KEYS, PROMPTED_ROWS
 from .scoring import SpanCase, causal_nll, causal_span_nll, hybrid_span_nll, span_perplexity
 from .stats import paired_nll, paired_shares, share
@@ -76,10 +86,15 @@ def unit_cases(tokenizer, passages, kind: str, n: int, seed: int, max_tokens: in
     return cases
 
 
-def fill_flags(engine, kind: str, results: list, adapter: str | None) -> dict[str, list[bool]]:
+def fill_flags(
+    engine, kind: str, results: list, adapter: str | None, prompted: tuple | None = None
+) -> dict[str, list[bool]]:
     """Per fill (InfillResult per case, one blank each): what a reader sees, as flags, each a
     share of the suite (with its interval) and compared fill by fill between two adapters.
-    The sentence suite reads one_sentence, the phrase and word suites no_sentence_end."""
+    The sentence suite reads one_sentence, the phrase and word suites no_sentence_end.
+    prompted: (shots, prompt format) of a prompted system's fills, which also get
+    fills.prompt_flags (chat replies, copies of the passage or of an example, the copy
+    guard's interventions)."""
     spans = [r.spans[0] for r in results]
     texts = [s.text.strip() for s in spans]
     junk = junk_ids(engine, adapter)
@@ -99,15 +114,19 @@ def fill_flags(engine, kind: str, results: list, adapter: str | None) -> dict[st
         ]
     if adapter is not None:
         flags["span_end"] = [s.stopped for s in spans]
+    if prompted is not None:
+        flags.update(prompt_flags(results, *prompted))
     return flags
 
 
-def fill_quality(engine, kind: str, cases: list, results: list, adapter: str | None) -> dict:
+def fill_quality(
+    engine, kind: str, cases: list, results: list, adapter: str | None, prompted=None
+) -> dict:
     """What a reader sees of one system's fills of one suite (InfillResult per case): each
     share (`{flag}_share`) with its 95% interval (`intervals`), the length ratio, and the base
     model's perplexity of the completed text against the original's; `flags` keeps the
-    per-fill flags for paired comparisons."""
-    flags = fill_flags(engine, kind, results, adapter)
+    per-fill flags for paired comparisons. prompted: as fill_flags."""
+    flags = fill_flags(engine, kind, results, adapter, prompted)
     texts = [r.spans[0].text.strip() for r in results]
     lengths = [fill_tokens(engine, t) for t in texts]
     truth = [c.n_tokens for c in cases]
@@ -161,7 +180,9 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
         base[f"{key}_ppl"] = span_perplexity(nll)
         results = [run.baselines.fill(t, row.shots, cap) for t in blanked]
         fills[name] = results
-        systems[name] = fill_quality(e, kind, to_fill, results, None)
+        fmt = prompts.get_format(e.runner.prompt_format, row.shots, e.tokenizer)
+        systems[name] = fill_quality(e, kind, to_fill, results, None, (row.shots, fmt))
+        systems[name]["prompt_format"] = fmt.name
     systems["base"] = base
     for name in magnets:
         nll = hybrid_span_nll(e, cases, name, b)

@@ -31,6 +31,9 @@ class FilledSpan:
     # reply cut there can still read as 'joined', when the answer was found before the cut)
     written_ids: list[int] | None = None
     capped: bool = False
+    # prompted: the tokens the copy guard refused while it was written (textrules.CopyGuard:
+    # each would have begun the last word of a run copied from the prompt)
+    copy_blocks: int = 0
 
     @property
     def stopped(self) -> bool:

@@ -17,11 +17,12 @@ the model's states (scoring, probes, benchmarks). Adapters: None or "base" = ada
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from .. import prompts
 from ..adapter_meta import AdapterMeta
 from ..errors import (
     EmptyInputError,
@@ -175,19 +176,44 @@ class Engine:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        style: str | None = None,
+        prompt_format: str | None = None,
+        prompt_no_copy: int | None = None,
     ) -> InfillResult:
-        """The paper's baseline: the base model (adapter off) asked to fill each blank in turn."""
+        """The paper's baseline: the base model (adapter off) asked to fill each blank in turn.
+        prompt_format: "auto" or a name of prompts.FORMAT_NAMES; prompt_no_copy: the copy
+        guard's run of words (0: off); None: the engine's settings."""
         s = Sampling(do_sample, temperature, top_p, seed)
         lane = prompted_lane(
-            self.runner, self.prefixes, text, shots, marker, max_span_tokens, s, style
+            self.runner,
+            self.prefixes,
+            text,
+            shots,
+            marker,
+            max_span_tokens,
+            s,
+            prompt_format,
+            prompt_no_copy,
         )
         return self.runner.run_one(lane)
 
-    def prompt_prefix(self, shots: int, style: str | None = None) -> Prefix:
+    def prompt_formats(self, systems: Sequence[str]) -> dict[str, str]:
+        """The name of the format each prompted system among `systems` asks in now (the
+        engine's setting resolved per system: prompts.get_format), e.g. for a study to record
+        and pass back to compare_infill."""
+        out = {}
+        for system in systems:
+            row = system_row(system)
+            if row.kind == PROMPTED:
+                fmt = prompts.get_format(self.runner.prompt_format, row.shots, self.tokenizer)
+                out[system] = fmt.name
+        return out
+
+    def prompt_prefix(self, shots: int, prompt_format: str | None = None) -> Prefix:
         """The KV of the fixed head of the prompted baseline's prompt (instruction, examples),
-        computed once per (shots, style) with the adapter off; requests reuse it."""
-        return self.prefixes.get(shots, style)
+        computed once per (shots, format) with the adapter off; requests reuse it."""
+        return self.prefixes.get(
+            shots, self.runner.prompt_format if prompt_format is None else prompt_format
+        )
 
     def compare_infill(
         self,
@@ -201,19 +227,33 @@ class Engine:
         seed: int | None = None,
         fill_no_repeat: int | None = None,
         fill_close_sentences: bool | None = None,
+        prompt_format: str | Mapping[str, str] | None = None,
+        prompt_no_copy: int | None = None,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
         Input errors common to all (no blank, empty text) are raised. fill_no_repeat,
-        fill_close_sentences: the MAGNET fills' decoding rules (infill)."""
+        fill_close_sentences: the MAGNET fills' decoding rules (infill); prompt_format,
+        prompt_no_copy: the prompted systems' (infill_prompted; prompt_format may map a
+        system's name to its format, as a study records them)."""
         s = Sampling(do_sample, temperature, top_p, seed)
         lanes = []
         for system in systems:
             row = system_row(system)
             if row.kind == PROMPTED:
                 lane = prompted_lane(
-                    self.runner, self.prefixes, text, row.shots, marker, max_span_tokens, s, None
+                    self.runner,
+                    self.prefixes,
+                    text,
+                    row.shots,
+                    marker,
+                    max_span_tokens,
+                    s,
+                    prompt_format.get(system)
+                    if isinstance(prompt_format, Mapping)
+                    else prompt_format,
+                    prompt_no_copy,
                 )
             else:
                 lane = infill_lane(

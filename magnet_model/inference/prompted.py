@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+from textrules import CopyGuard
 
 from .. import prompts
 from ..errors import InputError
@@ -30,7 +33,8 @@ def common_length(a: Sequence[int], b: Sequence[int]) -> int:
 
 class PromptPrefixes:
     """The KV of the fixed head of the prompted baseline's prompt (instruction, examples),
-    computed once per (shots, style) with the adapter off; requests reuse it."""
+    computed once per (shots, format) with the adapter off; requests reuse it. A -nearest
+    format's examples differ per passage: its head is what all its prompts share."""
 
     def __init__(self, runner: Runner):
         self.runner = runner
@@ -43,17 +47,20 @@ class PromptPrefixes:
         """Forget every head (after the model moved to another device)."""
         self.cached.clear()
 
-    def get(self, shots: int, style: str | None = None) -> Prefix:
+    def get(self, shots: int, fmt: str | prompts.PromptFormat | None = None) -> Prefix:
         runner, tok = self.runner, self.runner.tokenizer
-        style = style or prompts.default_style(tok)
-        key = (shots, style)
+        fmt = prompts.get_format(fmt, shots, tok)
+        key = (shots, fmt.name)
         with runner.lock:
             if key not in self.cached:
+                # the head is what two prompts share (a -nearest format's examples differ
+                # per passage: its head ends before them)
+                none = [] if fmt.nearest else None
                 heads = [
                     tok(
-                        prompts.build_prompt(q, shots, tok, style), add_special_tokens=False
+                        prompts.build_prompt(q, shots, tok, fmt, none), add_special_tokens=False
                     ).input_ids
-                    for q in ("A ___ B.", "Zebra ___ quilt?")  # the head is what they share
+                    for q in ("A ___ B.", "Zebra ___ quilt?")
                 ]
                 ids = heads[0][: common_length(*heads)]
                 cache = runner.new_cache()
@@ -75,20 +82,33 @@ def prompted_lane(
     marker: str,
     max_span_tokens: int | None,
     sampling: Sampling,
-    style: str | None,
+    fmt: str | prompts.PromptFormat | None = None,
+    no_copy: int | None = None,
 ) -> Lane:
     """A prompted infill as a lane (validated now). The fixed head of its prompt (the
-    instruction and the examples) comes from the prefix cache, so only the query is encoded."""
+    instruction and the examples) comes from the prefix cache, so only the query is encoded.
+    fmt: the prompt format (None: the engine's, Runner.prompt_format); no_copy: the reply may
+    not copy a run of this many words of the passage, an example or the instruction (0: it
+    may; None: the engine's, Runner.prompt_no_copy)."""
     t0 = time.perf_counter()
     if shots not in range(len(prompts.EXAMPLES) + 1):
         raise InputError(f"shots must be 0 to {len(prompts.EXAMPLES)}, not {shots}.")
+    tok = runner.tokenizer
+    try:
+        fmt = prompts.get_format(runner.prompt_format if fmt is None else fmt, shots, tok)
+    except ValueError as e:
+        raise InputError(f"{str(e)[:1].upper()}{str(e)[1:]}.") from None
+    no_copy = runner.prompt_no_copy if no_copy is None else no_copy
+    if not isinstance(no_copy, int) or isinstance(no_copy, bool) or not 0 <= no_copy <= 16:
+        raise InputError(
+            f"prompt_no_copy must be a whole number from 0 (off) to 16, not {no_copy!r}."
+        )
     pieces = split_blanks(text, marker, runner.config.max_blanks)
     limit = max_span_tokens or runner.config.max_span_tokens
     s = sampling.start()
-    tok = runner.tokenizer
     stop = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
     stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
-    prefix = prefixes.get(shots, style)
+    prefix = prefixes.get(shots, fmt)
     system = shots_name(shots)
     lane = Lane(BASE, None, prefix)
 
@@ -97,12 +117,20 @@ def prompted_lane(
         reasons: list[str] = []
         written: list[list[int]] = []
         capped: list[bool] = []
+        blocked: list[int] = []
         n_prompt = 0
         visible = [True] * len(prefix)  # one flag per key of this lane's row
         for k in range(len(pieces) - 1):
             query = prompts.render_query(pieces, answers, k)
-            ids = tok(prompts.build_prompt(query, shots, tok, style), add_special_tokens=False)
+            examples = prompts.prompt_examples(query, shots, fmt)
+            ids = tok(
+                prompts.build_prompt(query, shots, tok, fmt, examples), add_special_tokens=False
+            )
             ids = ids.input_ids
+            rules = ReplyRules(
+                CopyGuard(prompts.copy_sources(query, examples), no_copy) if no_copy else None,
+                fmt.prefix and bool(prompts.reply_opening(query.partition(prompts.BLANK)[0])),
+            )
             runner.check_length(len(ids), limit)
             n_prompt = max(n_prompt, len(ids))
             # reuse the cached head where the tokens agree (at least one token is fed)
@@ -117,18 +145,21 @@ def prompted_lane(
             )
             visible += [True] * len(new)
             out, reason, out_ids = yield from answer_steps(
-                runner, logits, len(ids), limit, s, stop, visible, pieces[k], pieces[k + 1]
+                runner, logits, len(ids), limit, s, stop, visible, pieces[k], pieces[k + 1], rules
             )
             answer, joined = prompts.read_answer(out, pieces[k], pieces[k + 1])
             answers.append(answer)
             reasons.append("joined" if joined else reason)
             written.append(out_ids)
             capped.append(reason == "max")
+            blocked.append(rules.blocked)
         stripped, gaps = strip_gaps(pieces)
         filled, offsets = assemble(stripped, gaps, answers)
         spans = [
-            FilledSpan(a, runner.encode(a) if a else [], x, y, r, len(w), w, c)
-            for a, (x, y), r, w, c in zip(answers, offsets, reasons, written, capped, strict=True)
+            FilledSpan(a, runner.encode(a) if a else [], x, y, r, len(w), w, c, copy_blocks=b)
+            for a, (x, y), r, w, c, b in zip(
+                answers, offsets, reasons, written, capped, blocked, strict=True
+            )
         ]
         seconds = time.perf_counter() - t0
         enc = lane.first_logits or 0.0
@@ -141,6 +172,16 @@ def prompted_lane(
 
 
 MAX_REFUSED_ENDS = 32  # an answer that has not begun refuses at most this many ends per step
+MAX_REFUSED_COPIES = 32  # the copy guard refuses at most this many tokens per step
+
+
+@dataclass
+class ReplyRules:
+    """What one blank's reply is held to beyond answer_steps' own rules."""
+
+    guard: CopyGuard | None = None  # the runs of the prompt a reply may not copy
+    opened: bool = False  # the reply opens with the blank's sentence (a -prefix format)
+    blocked: int = 0  # tokens the guard refused, counted over the reply's attempts
 
 
 def answer_steps(
@@ -153,6 +194,7 @@ def answer_steps(
     visible: list,
     left: str = "",
     right: str = "",
+    rules: ReplyRules | None = None,
 ) -> Generator:
     """Generate an answer until a stop token or a line break -> (text, reason, the ids
     written): reason 'end' when the model stopped, 'max' when the limit cut it, 'joined' when
@@ -170,15 +212,19 @@ def answer_steps(
       token of the text after the blank or of the text before it (the tokens that begin such
       a skip or copy); a chat reply's new attempt may not begin with the token that began it
       either, and its reply starts with the last words before the blank (fed as prompt), so
-      that the model goes on with the text instead of talking about it.
+      that the model goes on with the text instead of talking about it (unless the reply
+      already opened with them: rules.opened).
+    rules.guard (textrules.CopyGuard): no token may begin the last word of a run the reply
+    would copy from the prompt; each refusal is counted in rules.blocked.
 
     limit counts every generated token of one attempt (leading blank lines and spaces too:
     they cost a step each); visible: the lane's keys this answer may attend to (grown in
     place; a discarded attempt's keys are hidden)."""
+    rules = rules or ReplyRules()
     first = logits.clone()
     start_pos, start_keys = pos, len(visible)
     text, reason, ids = yield from _attempt(
-        runner, logits, pos, limit, s, stop, visible, left, right
+        runner, logits, pos, limit, s, stop, visible, left, right, (), rules
     )
     answer = prompts.read_answer(text, left, right)[0]
     chat = bool(answer) and prompts.is_chat_reply(answer, left + right)
@@ -191,7 +237,7 @@ def answer_steps(
             not_first.update(ids[:1])
             # and the reply starts where the text breaks off: the last words before the blank
             # are written into the reply ahead of the answer (they are prompt, not answer)
-            pre = _reply_start(tok, left, limit)
+            pre = [] if rules.opened else _reply_start(tok, left, limit)
             if pre:
                 logits = yield Feed(
                     pre, list(range(pos, pos + len(pre))), causal_see(visible, len(pre)),
@@ -200,7 +246,7 @@ def answer_steps(
                 visible += [True] * len(pre)
                 pos, limit = pos + len(pre), limit - len(pre)
         text, reason, ids = yield from _attempt(
-            runner, logits, pos, limit, s, stop, visible, left, right, sorted(not_first)
+            runner, logits, pos, limit, s, stop, visible, left, right, sorted(not_first), rules
         )
     return text, reason, ids
 
@@ -238,8 +284,10 @@ def _attempt(
     left: str,
     right: str,
     not_first: Sequence[int] = (),
+    rules: ReplyRules | None = None,
 ) -> Generator:
     """One reply (see answer_steps); not_first: tokens the answer may not begin with."""
+    guard = rules.guard if rules else None
     tok = runner.tokenizer
     out: list[int] = []
     count = 0
@@ -259,6 +307,18 @@ def _attempt(
             if begun or not ends:
                 break
             logits[..., t] = float("-inf")  # an answer may not end before it has begun
+        for _ in range(MAX_REFUSED_COPIES):
+            if (
+                guard is None
+                or t in stop
+                or "\n" in piece
+                or not guard.copies(tok.decode([*out, t]))
+            ):
+                break
+            rules.blocked += 1
+            logits[..., t] = float("-inf")  # it would begin the last word of a copied run
+            t = int(s.pick(logits)[0])
+            piece = tok.decode([t])
         if t in stop:
             reason = "end"
             break

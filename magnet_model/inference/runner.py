@@ -56,6 +56,11 @@ class EngineConfig:
     # sentence (infill.py); None: the model spec's (MAGNET_FILL_CLOSE_SENTENCES,
     # --fill-close-sentences; default on)
     fill_close_sentences: bool | None = None
+    # the prompted baselines' prompt format (prompts.py: "auto" or a name) and their copy
+    # guard's run length (0: off); None: the model spec's (MAGNET_PROMPT_FORMAT,
+    # MAGNET_PROMPT_NO_COPY)
+    prompt_format: str | None = None
+    prompt_no_copy: int | None = None
     # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
     # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
     # default "auto"). See static_decode.py.
@@ -167,6 +172,20 @@ class Runner:
         model spec's."""
         v = self.config.fill_close_sentences
         return self.loaded.spec.fill_close_sentences if v is None else v
+
+    @property
+    def prompt_format(self) -> str:
+        """The prompted baselines' format name ("auto" or prompts.FORMAT_NAMES): the
+        engine's setting, else the model spec's."""
+        v = self.config.prompt_format
+        return self.loaded.spec.prompt_format if v is None else v
+
+    @property
+    def prompt_no_copy(self) -> int:
+        """The prompted baselines' copy guard (words in a run; 0: off): the engine's
+        setting, else the model spec's."""
+        v = self.config.prompt_no_copy
+        return self.loaded.spec.prompt_no_copy if v is None else v
 
     @property
     def word_continuations(self) -> list[bool]:
