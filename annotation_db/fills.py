@@ -32,13 +32,12 @@ fills (only the filled text) cannot be checked and are counted as unchecked.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS and
 # MIN_COPY_WORDS, REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
-from textrules import COPY_WORDS, has_repeats, has_verb, is_chat_reply, is_copy
+from textrules import COPY_WORDS, ends_sentence, has_repeats, has_verb, is_chat_reply, is_copy
 from textrules import MARKER as MARKER
 from textrules import REPEAT_WORDS as REPEAT_NGRAM
 
@@ -58,8 +57,6 @@ PROBLEMS: tuple[tuple[str, str], ...] = (
     ("repeats", f"repeats a run of {REPEAT_NGRAM} words or one word 3 times"),
 )
 PROBLEM_NAMES = tuple(p for p, _ in PROBLEMS)
-
-_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
 @dataclass(frozen=True)
@@ -132,10 +129,6 @@ def is_overlong(fill: str, original: str | None) -> bool:
     if not original or not original.split():
         return False
     return len(fill.split()) > OVERLONG_RATIO * len(original.split())
-
-
-def ends_sentence(text: str) -> bool:
-    return bool(_SENTENCE_END.search(text.strip()))
 
 
 def is_unfinished(fill: str, original: str | None) -> bool:

@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from textrules import ends_sentence as ends_sentence  # the blanks' modules read it here
+from textrules.sentences import SENTENCE_END
+
 KINDS = ("sentence", "phrase", "word")
 PHRASE_MIN_WORDS = 2
 PHRASE_MAX_WORDS = 12
@@ -30,7 +33,7 @@ SPLITTER_LANGUAGE = "en"
 _PHRASE_BREAK = re.compile(r"[,;:()\[\]\"“”—–]| - ")
 _WORD = re.compile(r"[^\W\d_](?:[\w’'-]*\w)?")
 _NAME = re.compile(r"[A-Z][\w’'.-]*(?:\s+(?:[A-Z][\w’'.-]*|of|de|von|van|da|del|la))*")
-_END = re.compile(r"[.!?…][\"'”’)\]]*$")
+_END = SENTENCE_END  # final punctuation through closing quotes/brackets (textrules)
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,6 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         out.append((start, start + len(piece)))
         at = start + len(piece)
     return out
-
-
-def ends_sentence(text: str) -> bool:
-    """Whether a text ends as a sentence does: . ! ? or …, then any closing quotes/brackets."""
-    return bool(_END.search(text.rstrip()))
 
 
 _OPENS_SENTENCE = re.compile(r"""^["'“‘(\[]*[A-Z0-9]""")

@@ -1,6 +1,7 @@
 """The rules on a fill's text that both libraries apply, written once: what a chat or meta reply
 is (chat.py), what a copy of the passage is (copies.py; CopyGuard is the same rule at decode
-time), what a loop is (loops.py), whether a text has a verb (clauses.py), and the words these
+time), what a loop is (loops.py), where a sentence ends (sentences.py), whether a text has a verb
+(clauses.py), and the words these
 rules count (words.py).
 
 magnet_model (the prompted baselines ask again after a chat reply and cannot copy; the
@@ -16,6 +17,7 @@ from .chat import CHAT_PHRASES, is_chat_reply
 from .clauses import has_verb
 from .copies import COPY_WORDS, MARKER, MIN_COPY_WORDS, CopyGuard, is_copy
 from .loops import REPEAT_WORDS, has_repeats, repeats_ngram
+from .sentences import ends_sentence
 from .words import ngrams, words
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "MARKER",
     "MIN_COPY_WORDS",
     "REPEAT_WORDS",
+    "ends_sentence",
     "has_repeats",
     "has_verb",
     "is_chat_reply",
