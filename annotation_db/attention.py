@@ -25,8 +25,19 @@ Neyman-Pearson likelihood-ratio test at level alpha (for a given m, "LR at least
 (scipy.stats.binom): an attentive rater is excluded with probability P(Bin(m, s) >= t_m) <=
 alpha, a random one with probability P(Bin(m, c) >= t_m), the rule's *power* at m.
 
+The power is stated against careless raters as they come (``against="careless"``, what a
+study made now states): the mean, over the ways of answering without reading that
+``simulate.STRATEGIES`` plays (at random, "Yes" or "No" to everything, always the first, the
+last or the longest output), of the probability of excluding such a rater. Each fails a check
+at its own rate (``careless_fail_rates``): "Yes" or "No" to everything fails every check that
+asks a yes/no or a score question; one who always takes the first, last or longest output
+passes only when the true text stands there, one check in n outputs (the true text's place is
+drawn, and the wrong fills are as long as the systems' fills). The last are the hardest to
+catch, so a study needs more checks than against random raters alone (``against="random"``,
+the rule of studies made before, which a stored study without the field keeps).
+
 A rater who is not excluded is *kept* when the power at their m reaches the stated power (a
-random rater with that many checks would have been caught that often), and *undecided*
+careless rater with that many checks would have been caught that often), and *undecided*
 otherwise: too few checks to tell. Undecided raters stay in the numbers and are counted and
 named as such, never silently kept or dropped. ``checks_needed`` is the smallest m at which the
 rule reaches its power: how many checks a study must give each rater (``plan_checks``).
@@ -57,6 +68,9 @@ DEFAULT_POWER = 0.85  # at least 85% of random raters excluded, at the checks ne
 MAX_CHECKS = 50
 EXTRA_CHECK_RATE = 0.1  # beyond the planned checks, any other position is one this often
 EXCLUDED, KEPT, UNDECIDED = "excluded", "kept", "undecided"
+# The ways of answering a check without reading it, as simulate.STRATEGIES plays them.
+CARELESS = ("random", "always-yes", "always-no", "first", "last", "longest")
+AGAINST = ("careless", "random")  # whom the rule's power is stated against
 
 
 def chance_fail_rate(questions: Sequence[Question], n_outputs: int) -> float:
@@ -79,6 +93,28 @@ def chance_fail_rate(questions: Sequence[Question], n_outputs: int) -> float:
         elif isinstance(q, Preference):
             passes *= 1 / (n_outputs + q.allow_tie + q.allow_all_bad)
     return 1 - passes
+
+
+def careless_fail_rates(questions: Sequence[Question], n_outputs: int) -> dict[str, float]:
+    """Per way of answering without reading (``CARELESS``), the probability of failing a check
+    showing ``n_outputs`` outputs and asking ``questions`` (scored whole, ``check_passed``):
+    at random, ``chance_fail_rate``; "Yes" to everything accepts the wrong fills (and scores
+    them as high as the true text), "No" to everything rejects the true text, so both fail
+    every check with a per-output question; with a preference alone, a tie or "all bad" where
+    offered fails too, else their pick (the first, the last) is the true text one time in n.
+    Always the first, last or longest output: right one time in n."""
+    per_output = any(q.per_output for q in questions)
+    pref = next((q for q in questions if isinstance(q, Preference)), None)
+    one_in_n = 1 - 1 / n_outputs
+    tie, all_bad = (pref.allow_tie, pref.allow_all_bad) if pref is not None else (False, False)
+    return {
+        "random": chance_fail_rate(questions, n_outputs),
+        "always-yes": 1.0 if per_output or tie else one_in_n,
+        "always-no": 1.0 if per_output or all_bad else one_in_n,
+        "first": one_in_n,
+        "last": one_in_n,
+        "longest": one_in_n,
+    }
 
 
 def check_passed(
@@ -114,7 +150,10 @@ class AttentionRule:
     slip: float = DEFAULT_SLIP  # an attentive rater's failure rate per check
     chance: float = 0.75  # a random rater's failure rate per check (chance_fail_rate)
     alpha: float = DEFAULT_ALPHA  # attentive raters excluded, at most
-    power: float = DEFAULT_POWER  # random raters excluded, at least (once decided)
+    power: float = DEFAULT_POWER  # careless raters excluded, at least (once decided)
+    # the failure rates of the careless raters the power is stated against, one per way of
+    # answering (careless_fail_rates); empty: random raters alone (the rate `chance`)
+    careless: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("slip", "alpha", "power", "chance"):
@@ -128,6 +167,11 @@ class AttentionRule:
                 f"a random rater fails a check with probability {self.chance:.0%}, no more often "
                 f"than an attentive one ({self.slip:.0%}): the checks cannot tell them apart"
             )
+        for v in self.careless:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+                raise InvalidInputError(
+                    f"a careless rater's failure rate must be in (0, 1], not {v!r}"
+                )
 
     def threshold(self, m: int) -> int | None:
         """Failures out of m checks that exclude a rater (None: none can, at this alpha)."""
@@ -142,9 +186,28 @@ class AttentionRule:
         return 0.0 if t is None else float(binom.sf(t - 1, m, self.slip))
 
     def detection(self, m: int) -> float:
-        """P(a random rater with m checks is excluded): the rule's power at m."""
+        """P(a careless rater with m checks is excluded): the rule's power at m, the mean over
+        the ways of answering in `careless` (a random rater's alone when it is empty)."""
+        t = self.threshold(m)
+        if t is None:
+            return 0.0
+        rates = self.careless or (self.chance,)
+        return float(sum(binom.sf(t - 1, m, c) for c in rates) / len(rates))
+
+    def detection_random(self, m: int) -> float:
+        """P(a rater answering at random with m checks is excluded)."""
         t = self.threshold(m)
         return 0.0 if t is None else float(binom.sf(t - 1, m, self.chance))
+
+    @property
+    def whom(self) -> str:
+        """Whom the power is stated against, in words."""
+        if not self.careless:
+            return f"one answering at random (fails {self.chance:.0%})"
+        return (
+            'a careless one (the mean over answering at random, "Yes" or "No" to '
+            "everything, always the first, last or longest output)"
+        )
 
     def log_lr(self, m: int, f: int) -> float:
         """Log likelihood ratio of answering at random against attentive for f failures of m."""
@@ -181,7 +244,7 @@ class AttentionRule:
             return head + f"; with {m} check(s) no record excludes a rater."
         return (
             head + f": with {m} checks, {t} or more failed. Then an attentive rater is excluded "
-            f"with probability {self.false_exclusion(m):.1%} and a random one with "
+            f"with probability {self.false_exclusion(m):.1%} and {self.whom} with "
             f"{self.detection(m):.1%}; raters with fewer than "
             f"{need if need is not None else 'enough'} checks who are not excluded are "
             "undecided (kept, and counted apart)."
@@ -198,9 +261,19 @@ def rule_for(
     slip: float = DEFAULT_SLIP,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    against: str = "random",
 ) -> AttentionRule:
-    """The rule of a study whose checks show ``n_outputs`` outputs and ask ``questions``."""
-    return AttentionRule(slip, chance_fail_rate(questions, n_outputs), alpha, power)
+    """The rule of a study whose checks show ``n_outputs`` outputs and ask ``questions``, its
+    power stated against careless raters of every kind (``against="careless"``) or against
+    random ones alone (``"random"``)."""
+    if against not in AGAINST:
+        raise InvalidInputError(
+            f"the rule's power is stated against {' or '.join(AGAINST)} raters, not {against!r}"
+        )
+    careless = (
+        tuple(careless_fail_rates(questions, n_outputs).values()) if against == "careless" else ()
+    )
+    return AttentionRule(slip, chance_fail_rate(questions, n_outputs), alpha, power, careless)
 
 
 @dataclass(frozen=True)
@@ -220,9 +293,10 @@ class CheckPlan:
         r, m = self.rule, self.checks_per_rater
         if not self.reached:
             best = max(self.table, key=lambda row: row[3], default=(0, None, 0.0, 0.0))
+            kind = "careless" if r.careless else "random"
             return (
                 f"No number of checks among {self.items_per_rater} items per rater (at least one "
-                f"regular) catches {r.power:.0%} of random raters with at most {r.alpha:.0%} of "
+                f"regular) catches {r.power:.0%} of {kind} raters with at most {r.alpha:.0%} of "
                 f"attentive ones excluded; the best is {best[0]} checks, catching "
                 f"{best[3]:.0%}. Give each rater more items, or state a lower power."
             )
@@ -236,8 +310,7 @@ class CheckPlan:
             f"probability {EXTRA_CHECK_RATE:.0%}, so that none is surely free of a check): "
             f"raters failing {r.threshold(m)} or more are "
             f"excluded; an attentive rater (slips on {r.slip:.0%} of checks) is excluded with "
-            f"probability {r.false_exclusion(m):.1%}, one answering at random (fails "
-            f"{r.chance:.0%}) with {r.detection(m):.1%}."
+            f"probability {r.false_exclusion(m):.1%}, {r.whom} with {r.detection(m):.1%}."
             + (f" Fewer cost power: {cost}." if cost else "")
         )
 
@@ -274,15 +347,23 @@ class AttentionSettings:
 
     ``items_per_rater``: the items each rater is expected to do (a paid batch); the placement
     gives each rater ``checks_per_rater`` checks among every ``items_per_rater`` items. Both
-    None: checks are spread over everything a rater may do (studies made before this)."""
+    None: checks are spread over everything a rater may do (studies made before this).
+    ``against``: whom the power is stated against (``AGAINST``; a stored study without the
+    field states it against random raters, as it was made)."""
 
     slip: float = DEFAULT_SLIP
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
     items_per_rater: int | None = None
     checks_per_rater: int | None = None
+    against: str = "careless"
 
     def __post_init__(self) -> None:
+        if self.against not in AGAINST:
+            raise InvalidInputError(
+                f"the rule's power is stated against {' or '.join(AGAINST)} raters, not "
+                f"{self.against!r}"
+            )
         for name in ("slip", "alpha", "power"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
@@ -302,7 +383,7 @@ class AttentionSettings:
     @staticmethod
     def from_dict(d: Mapping[str, Any] | None) -> AttentionSettings:
         if d is None:
-            return AttentionSettings()
+            return AttentionSettings(against="random")  # a study made before the settings
         if isinstance(d, AttentionSettings):
             return d
         if not isinstance(d, Mapping):
@@ -311,10 +392,17 @@ class AttentionSettings:
         extra = set(d) - known
         if extra:
             raise InvalidInputError(f"unknown attention setting(s) {sorted(extra)}")
-        return AttentionSettings(**dict(d))
+        return AttentionSettings(**{"against": "random", **dict(d)})
 
     def rule(self, questions: Sequence[Question], n_outputs: int) -> AttentionRule:
-        return rule_for(questions, n_outputs, slip=self.slip, alpha=self.alpha, power=self.power)
+        return rule_for(
+            questions,
+            n_outputs,
+            slip=self.slip,
+            alpha=self.alpha,
+            power=self.power,
+            against=self.against,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -328,12 +416,15 @@ def planned_settings(
     slip: float = DEFAULT_SLIP,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    against: str = "careless",
 ) -> tuple[AttentionSettings, CheckPlan]:
-    """The settings a study stores, with the checks per rater sized by ``plan_checks``."""
-    plan = plan_checks(
-        items_per_rater, rule_for(questions, n_outputs, slip=slip, alpha=alpha, power=power)
+    """The settings a study stores, with the checks per rater sized by ``plan_checks`` (the
+    power stated against careless raters of every kind unless ``against`` says otherwise)."""
+    rule = rule_for(questions, n_outputs, slip=slip, alpha=alpha, power=power, against=against)
+    plan = plan_checks(items_per_rater, rule)
+    settings = AttentionSettings(
+        slip, alpha, power, items_per_rater, plan.checks_per_rater, against
     )
-    settings = AttentionSettings(slip, alpha, power, items_per_rater, plan.checks_per_rater)
     return settings, plan
 
 

@@ -392,6 +392,7 @@ def study_rule(data: StudyData, slip: float | None = None) -> AttentionRule | No
             slip=a.slip if slip is None else slip,
             alpha=a.alpha,
             power=a.power,
+            against=a.against,
         )
     except InvalidInputError:
         if slip is not None:  # a slip rate the caller chose: say why it cannot be used

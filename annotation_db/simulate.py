@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import case, func, select
 
+from .attention import CARELESS as ATTENTION_CARELESS
 from .attention import DEFAULT_SLIP, AttentionSettings, planned_settings
 from .gold import make_gold_items
 from .questions import ALL_BAD, TIE, Preference, first, parse_questions
@@ -50,8 +51,9 @@ STRATEGIES: dict[str, str] = {
     "position": "skims (answers at random) every item that certainly is no check: the first",
     "gamble": "reads until the run's planned checks were met, then skims the rest of the run",
 }
-# Strategies that answer checks without reading them: the rule is meant to exclude these.
-CARELESS = ("random", "always-yes", "always-no", "first", "last", "longest")
+# Strategies that answer checks without reading them: the rule is meant to exclude these
+# (attention.CARELESS: the rule's power is stated against them; careless_fail_rates).
+CARELESS = ATTENTION_CARELESS
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,12 @@ def study_attention(c: SimConfig) -> AttentionSettings:
     if c.checks_per_rater is None:
         return settings
     return AttentionSettings(
-        settings.slip, settings.alpha, settings.power, c.items_per_rater, c.checks_per_rater
+        settings.slip,
+        settings.alpha,
+        settings.power,
+        c.items_per_rater,
+        c.checks_per_rater,
+        settings.against,
     )
 
 

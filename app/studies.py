@@ -64,10 +64,10 @@ STUDY_TEMPERATURE, STUDY_TOP_P = 0.7, 0.9
 CHECK_POOL_FACTOR = 4
 CHECK_SPAN_WORDS = (1, 15)  # a built-in check's span: as long as a system's fill may be
 # Items a rater is expected to do (a paid batch); the checks among them are sized for it.
-ITEMS_PER_RATER = 12
+ITEMS_PER_RATER = 20
 # The checks the exclusion rule needs among those items for three systems and the yes/no
 # question (the form's default; the Paper protocol's pool is larger): the planner's number.
-FORM_PLAN = plan_checks(ITEMS_PER_RATER, rule_for([appropriate()], 3))
+FORM_PLAN = plan_checks(ITEMS_PER_RATER, rule_for([appropriate()], 3, against="careless"))
 FORM_CHECKS = FORM_PLAN.checks_per_rater
 
 
@@ -298,7 +298,7 @@ def study_attention(
     n = max(2, min(int(items_per_rater), n_items + n_gold))
     settings, _plan = planned_settings(n, parse_questions(list(questions)), max(n_outputs, 2))
     m = min(settings.checks_per_rater, max(n_gold, 1), n - 1)
-    return AttentionSettings(settings.slip, settings.alpha, settings.power, n, m)
+    return AttentionSettings(settings.slip, settings.alpha, settings.power, n, m, settings.against)
 
 
 def form_checks_cost(plan: CheckPlan, n_gold: int) -> str:
@@ -312,7 +312,8 @@ def form_checks_cost(plan: CheckPlan, n_gold: int) -> str:
     rule = plan.rule
     return (
         f" This form's {plural(m, 'attention check')}: each rater meets {m}, catching "
-        f"{rule.detection(m):.0%} of random raters (an attentive one excluded with "
+        f"{rule.detection(m):.0%} of {'careless' if rule.careless else 'random'} raters (an "
+        "attentive one excluded with "
         f"{rule.false_exclusion(m):.1%}); raters it cannot exclude are reported as undecided."
     )
 
@@ -324,13 +325,13 @@ def checks_note(info: StudyInfo) -> str:
     if not info.n_gold or a.items_per_rater is None:
         return "No attention checks: nobody can be excluded." if not info.n_gold else ""
     n_out = max(len(info.systems), 2)
-    rule = rule_for(info.questions, n_out, slip=a.slip, alpha=a.alpha, power=a.power)
+    rule = a.rule(info.questions, n_out)
     plan = plan_checks(a.items_per_rater, rule)
     m = min(a.checks_per_rater or 0, info.n_gold)
     said = (
         f"Each rater meets {m} attention check(s) among {a.items_per_rater} items; a rater "
         f"failing {rule.threshold(m) or 'any number'} is excluded (an attentive one with "
-        f"probability {rule.false_exclusion(m):.1%}, one answering at random with "
+        f"probability {rule.false_exclusion(m):.1%}, {rule.whom} with "
         f"{rule.detection(m):.0%})."
     )
     if m < plan.checks_per_rater and plan.reached:

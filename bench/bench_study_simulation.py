@@ -72,7 +72,7 @@ PAPER = SimConfig(
     noise=0.1,
     inattentive_share=0.2,
     n_gold=10,  # as the Paper protocol: more checks than a rater meets, so raters differ
-    items_per_rater=12,
+    items_per_rater=20,  # as the Paper protocol (app/studies.py)
     questions=("appropriate",),  # the paper preset asks only this
 )
 # Every rater strategy at the Paper protocol's size: 100 items x 3 raters, 10 checks; half the
@@ -204,7 +204,12 @@ def run(n_studies: int, n_gap: int, n_alpha: int, workers: int = 1, n_strategy: 
     by = {j[0]: r for j, r in zip(jobs, done, strict=True)}
     runs = [by[f"paper-{i}"] for i in range(n_studies)]
     deff = {s: sum(r._interval(s).design_effect for r in runs) / len(runs) for s in PAPER.rates}
-    rule = rule_for(parse_questions(list(PAPER.questions)), len(PAPER.rates), slip=PAPER.slip)
+    rule = rule_for(
+        parse_questions(list(PAPER.questions)),
+        len(PAPER.rates),
+        slip=PAPER.slip,
+        against="careless",
+    )
     plan = plan_checks(PAPER.items_per_rater, rule)
     out: dict = {
         "paper": {
@@ -219,7 +224,12 @@ def run(n_studies: int, n_gap: int, n_alpha: int, workers: int = 1, n_strategy: 
     }
     strat = [by[f"strat-{i}"] for i in range(n_strategy)]
     if strat:
-        s_rule = rule_for(parse_questions(list(STRATEGY_MIX.questions)), len(STRATEGY_MIX.rates))
+        s_rule = rule_for(
+            parse_questions(list(STRATEGY_MIX.questions)),
+            len(STRATEGY_MIX.rates),
+            slip=STRATEGY_MIX.slip,
+            against="careless",
+        )
         out["strategies"] = {
             "config": _config(STRATEGY_MIX),
             "studies": n_strategy,

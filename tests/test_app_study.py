@@ -139,7 +139,7 @@ def test_the_forms_attention_checks_are_the_rules_and_fewer_are_costed(engine, t
     rule = FORM_PLAN.rule
     assert (
         f"This form's 2 attention checks: each rater meets 2, catching "
-        f"{rule.detection(2):.0%} of random raters" in two
+        f"{rule.detection(2):.0%} of careless raters" in two
     )
     assert rule.detection(2) < rule.power and "undecided" in two
     assert "nobody can be excluded" in app.admin_plan(0.62, 0.54, 3, 0.3, 100, 0)

@@ -18,6 +18,7 @@ from annotation_db.attention import (
     UNDECIDED,
     AttentionRule,
     AttentionSettings,
+    careless_fail_rates,
     chance_fail_rate,
     check_offsets,
     check_passed,
@@ -142,6 +143,61 @@ def test_the_planner_sizes_checks_per_rater_and_says_what_fewer_cost():
     assert not tight.reached and "Give each rater more items" in tight.summary()
     with pytest.raises(InvalidInputError, match="no regular item"):
         AttentionSettings(items_per_rater=5, checks_per_rater=5)
+
+
+@pytest.mark.parametrize(
+    "questions", [[appropriate()], [appropriate(), preference()], [preference()]]
+)
+def test_each_careless_way_of_answering_fails_checks_as_the_rule_counts(questions):
+    """The failure rates the rule's power is stated against are those of the simulated
+    careless raters (simulate._careless) on checks whose true text stands anywhere."""
+    import random
+
+    from annotation_db.simulate import CARELESS, _careless
+
+    rng, labels, n = random.Random(0), ["A", "B", "C"], 3000
+    pref = next((q for q in questions if q.KIND == "preference"), None)
+    for strategy, rate in careless_fail_rates(questions, 3).items():
+        failed = 0
+        for _ in range(n):
+            true = rng.randrange(3)
+            texts = ["x" * rng.randint(5, 40) for _ in labels]
+            yes, pick = _careless(rng, strategy, texts, pref)
+            roles = {lab: "original" if i == true else "corrupted" for i, lab in enumerate(labels)}
+            answers = {lab: {"appropriate": yes[i]} for i, lab in enumerate(labels)}
+            chosen = labels[pick] if isinstance(pick, int) else pick
+            failed += not check_passed(questions, roles, answers, chosen if pref else None)
+        assert failed / n == pytest.approx(rate, abs=0.03), strategy
+    assert tuple(careless_fail_rates(questions, 3)) == CARELESS
+
+
+def test_the_power_is_stated_against_every_careless_rater_and_costs_checks():
+    """Against careless raters of every kind the rule needs more checks than against random
+    ones (always the first output passes one check in three); its power is their mean."""
+    careless = rule_for([appropriate()], 3, against="careless")
+    rates = careless_fail_rates([appropriate()], 3)
+    assert careless.careless == tuple(rates.values())
+    for m in (4, 7):
+        t = careless.threshold(m)
+        want = sum(binom.sf(t - 1, m, c) for c in rates.values()) / len(rates)
+        assert careless.detection(m) == pytest.approx(want)
+        assert careless.detection_random(m) == pytest.approx(PAPER_RULE.detection(m))
+    assert careless.checks_needed() == 7 > PAPER_RULE.checks_needed() == 4
+    plan = plan_checks(20, careless)
+    assert plan.checks_per_rater == 7 and "a careless one" in plan.summary()
+    with pytest.raises(InvalidInputError, match="careless or random"):
+        rule_for([appropriate()], 3, against="lazy")
+
+
+def test_a_study_states_its_power_against_careless_raters_and_an_old_one_keeps_its_rule():
+    assert AttentionSettings().against == "careless"
+    old = AttentionSettings.from_dict({"slip": 0.2, "items_per_rater": 12, "checks_per_rater": 4})
+    assert old.against == "random" and not old.rule([appropriate()], 3).careless
+    assert AttentionSettings.from_dict(None).against == "random"
+    new = AttentionSettings.from_dict(
+        AttentionSettings(items_per_rater=20, checks_per_rater=7).to_dict()
+    )
+    assert new.against == "careless" and new.rule([appropriate()], 3).careless
 
 
 # ---------------------------------------------------------------- placement
@@ -296,7 +352,7 @@ def test_results_apply_the_rule_and_show_every_rater_beside_it():
     ratings = [RatingRow(r, 1, {"appropriate": r != 2}) for r in raters]
     progress = StudyProgress("s", "open", 1, 3, 3, 3, 1, 1.0, [])
     data = StudyData("s", [appropriate()], raters, judgments, outputs, ratings, 0, progress,
-                     check_outputs=3)  # fmt: skip
+                     attention=AttentionSettings(against="random"), check_outputs=3)  # fmt: skip
     table, excluded = attention_checks(raters, judgments, PAPER_RULE)
     assert excluded == {2}
     assert [a.decision for a in table] == [KEPT, EXCLUDED, UNDECIDED]
