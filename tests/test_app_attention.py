@@ -57,7 +57,8 @@ def _made_study(store, name, *, n_items, n_gold, items_per_rater, k=1, fill="A C
 def test_the_paper_protocol_gives_each_rater_the_checks_the_rule_needs():
     p = studies.PAPER
     a = studies.study_attention(p.questions, 3, p.n_items, p.n_gold, p.items_per_rater)
-    assert (a.items_per_rater, a.checks_per_rater) == (12, 4)
+    # stated against careless raters of every kind: 7 checks among 20 items (random alone: 4)
+    assert (a.items_per_rater, a.checks_per_rater, a.against) == (20, 7, "careless")
     assert p.n_gold > a.checks_per_rater  # so that raters meet different checks
 
 
@@ -67,8 +68,8 @@ def test_the_create_message_says_what_too_few_checks_cost(store):
     assert (a.items_per_rater, a.checks_per_rater) == (12, 2)
     note = studies.checks_note(info)
     assert "Each rater meets 2 attention check(s) among 12 items" in note
-    assert "The rule needs 4" in note and "undecided" in note
-    info, _ = _made_study(store, "enough", n_items=20, n_gold=6, items_per_rater=12)
+    assert "The rule needs 7" in note and "undecided" in note
+    info, _ = _made_study(store, "enough", n_items=20, n_gold=8, items_per_rater=12)
     assert "needs" not in studies.checks_note(info)
 
 
