@@ -54,7 +54,9 @@ Rating throughput of annotation_db is measured separately by `python bench/bench
 replies of the prompted baselines with and without their re-ask) by
 `python bench/bench_fill_checks.py --items 40` (`results/fill_checks.json`); the loop guard of
 MAGNET fills against no guard, on the same unit-suite fills, by
-`python bench/bench_fill_guard.py --adapter DIR` (`results/fill_guard.json`).
+`python bench/bench_fill_guard.py --adapter DIR` (`results/fill_guard.json`); the prompted
+baselines' prompt formats on the same suites by `python bench/bench_prompt_formats.py`
+(`results/prompt_formats.json`).
 """
 
 
