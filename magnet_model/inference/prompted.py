@@ -214,8 +214,10 @@ def answer_steps(
       either, and its reply starts with the last words before the blank (fed as prompt), so
       that the model goes on with the text instead of talking about it (unless the reply
       already opened with them: rules.opened).
-    rules.guard (textrules.CopyGuard): no token may begin the last word of a run the reply
-    would copy from the prompt; each refusal is counted in rules.blocked.
+    rules.guard (textrules.CopyGuard): no token may begin the last word of a run the answer
+    (as read_answer reads it from the reply: a copy of the text before the blank that the
+    reply opens with is no part of it) would copy from the prompt; each refusal is counted in
+    rules.blocked.
 
     limit counts every generated token of one attempt (leading blank lines and spaces too:
     they cost a step each); visible: the lane's keys this answer may attend to (grown in
@@ -312,7 +314,7 @@ def _attempt(
                 guard is None
                 or t in stop
                 or "\n" in piece
-                or not guard.copies(tok.decode([*out, t]))
+                or not guard.copies(prompts.read_answer(tok.decode([*out, t]), left, right)[0])
             ):
                 break
             rules.blocked += 1
