@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
+from reply_driver import drive_reply
 from tiny_models import make_tiny_llama, make_tiny_tokenizer
 
 from magnet_model import prompts
@@ -551,30 +552,6 @@ def test_a_prompted_reply_cut_at_the_limit_is_capped_even_when_it_reads_as_joine
         assert span.written_ids == ids and span.written == len(ids)
 
 
-def _ranked(vocab: int, ts: list[int]) -> torch.Tensor:
-    """(1, vocab) logits that rank the tokens ts first, in that order."""
-    x = torch.zeros(1, vocab)
-    for rank, t in enumerate(ts):
-        x[0, t] = 10.0 - rank
-    return x
-
-
-def _drive_reply(engine, first: list[int], plan: dict, left: str, right: str, visible: list):
-    """answer_steps from logits ranking `first`; after each fed token, the logits ranking
-    plan[(position, token)] (greedy). -> (text, reason, written)."""
-    vocab = len(engine.tokenizer)
-    eos = engine.tokenizer.eos_token_id
-    s = Sampling().start()
-    logits = _ranked(vocab, first)
-    steps = answer_steps(engine.runner, logits, 5, 8, s, {eos}, visible, left, right)
-    try:
-        feed = next(steps)
-        while True:
-            feed = steps.send(_ranked(vocab, plan[(feed.positions[0], feed.ids[0])]))
-    except StopIteration as done:
-        return done.value
-
-
 def test_prompted_answer_may_not_end_before_it_has_begun(engine, tok):
     """A reply that copies the text before the blank and then wants to stop (or a preamble
     followed by a line break) would leave the blank empty: that end is refused and the
@@ -582,7 +559,7 @@ def test_prompted_answer_may_not_end_before_it_has_begun(engine, tok):
     eos = tok.eos_token_id
     the, cat, sat = tok("the cat sat", add_special_tokens=False).input_ids
     plan = {(5, the): [cat], (6, cat): [eos, sat], (7, sat): [eos]}
-    text, reason, written = _drive_reply(engine, [the], plan, "the cat ", " on the mat .", [])
+    text, reason, written = drive_reply(engine, [the], plan, "the cat ", " on the mat .", [])
     assert (reason, len(written)) == ("end", 3)
     assert prompts.read_answer(text, "the cat ", " on the mat .") == ("sat", False)
 
@@ -595,9 +572,7 @@ def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
     on, the, mat, sat = tok("on the mat sat", add_special_tokens=False).input_ids
     plan = {(5, on): [the], (6, the): [mat], (5, sat): [eos]}
     visible = [True] * 5
-    text, reason, written = _drive_reply(
-        engine, [on, sat], plan, "the cat ", " on the mat", visible
-    )
+    text, reason, written = drive_reply(engine, [on, sat], plan, "the cat ", " on the mat", visible)
     assert (text, reason, len(written)) == ("sat", "end", 1)
     assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
 
@@ -612,12 +587,12 @@ def test_prompted_chat_reply_is_asked_again_once(engine, tok):
     the, given, sentence, sat, a, this = ids
     chat = {(5, the): [given], (6, given): [sentence], (7, sentence): [eos]}
     plan = chat | {(5, a): [the, sat], (7, sat): [eos]}
-    text, reason, written = _drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
+    text, reason, written = drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
     assert (text, reason, len(written)) == ("sat", "end", 1)
     # asked again once only: a second chat reply is kept (the checks before a study flag it)
     plan = chat | {(5, a): [the, this], (7, this): [given], (8, given): [sentence]}
     plan[(9, sentence)] = [eos]
-    text, _, _ = _drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
+    text, _, _ = drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
     assert text == "this given sentence"
 
 

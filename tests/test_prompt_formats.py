@@ -6,7 +6,7 @@ and that a reply cannot copy a run of its prompt."""
 from __future__ import annotations
 
 import pytest
-import torch
+from reply_driver import drive_reply
 from tiny_models import tiny_engine
 
 from magnet_model import example_pool, prompts
@@ -15,8 +15,7 @@ from magnet_model.evaluation import scoring
 from magnet_model.evaluation.fills import prompt_flags
 from magnet_model.inference import prompted
 from magnet_model.inference.blanks import FilledSpan, InfillResult
-from magnet_model.inference.prompted import ReplyRules, answer_steps
-from magnet_model.inference.sampling import Sampling
+from magnet_model.inference.prompted import ReplyRules
 from textrules import CopyGuard
 
 CHAT_TEMPLATE = (
@@ -188,29 +187,6 @@ def test_the_default_pool_reads_the_training_split_only(monkeypatch):
 # ---------------------------------------------------------------- the copy guard
 
 
-def _ranked(vocab: int, ts: list[int]) -> torch.Tensor:
-    x = torch.zeros(1, vocab)
-    for rank, t in enumerate(ts):
-        x[0, t] = 10.0 - rank
-    return x
-
-
-def _reply(engine, first, plan, rules):
-    """answer_steps greedy from logits ranking `first`, then plan[(position, token)]."""
-    vocab = len(engine.tokenizer)
-    eos = engine.tokenizer.eos_token_id
-    steps = answer_steps(
-        engine.runner, _ranked(vocab, first), 5, 12, Sampling().start(), {eos}, [], "x ", " y",
-        rules,
-    )  # fmt: skip
-    try:
-        feed = next(steps)
-        while True:
-            feed = steps.send(_ranked(vocab, plan[(feed.positions[0], feed.ids[0])]))
-    except StopIteration as done:
-        return done.value
-
-
 def test_the_copy_guard_refuses_the_word_that_would_complete_a_copied_run(engine):
     tok = engine.tokenizer
     one, two, three, four, five, six, paris = tok(
@@ -221,10 +197,13 @@ def test_the_copy_guard_refuses_the_word_that_would_complete_a_copied_run(engine
     plan |= {(9, five): [six, paris], (10, paris): [eos], (10, six): [eos]}
     source = "the count went one two three four five six seven [blank] and on"
     rules = ReplyRules(CopyGuard([source], 6))
-    text, reason, _ = _reply(engine, [one], plan, rules)
+    text, reason, _ = drive_reply(engine, [one], plan, "x ", " y", [], rules, 12)
     assert (text, reason, rules.blocked) == ("one two three four five paris", "end", 1)
     free = ReplyRules(None)  # no guard: the copy goes through
-    assert _reply(engine, [one], plan, free)[0] == "one two three four five six"
+    assert (
+        drive_reply(engine, [one], plan, "x ", " y", [], free, 12)[0]
+        == "one two three four five six"
+    )
     assert free.blocked == 0
 
 
