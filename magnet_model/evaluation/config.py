@@ -105,6 +105,8 @@ class EvalConfig:
     suites: list[str] = field(default_factory=lambda: list(SUITES))  # of the units task
     # the prompted baselines' fills and scores, kept across runs (baselines.py); None: none
     baseline_cache: Path | None = None
+    # a folder whose report this run's tasks are added to (merge.py; it is also the output)
+    add_to: Path | None = None
 
 
 def _names(value: str, known: tuple[str, ...] | None, what: str) -> list[str]:
@@ -138,6 +140,13 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, not {args.batch_size}.")
     output = Path(args.output).expanduser()
+    add_to = Path(args.add_to).expanduser() if args.add_to else None
+    if add_to is not None:
+        if args.output != DEFAULT_OUTPUT and output != add_to:
+            raise ConfigError(
+                f"--add-to {add_to} writes the merged report there; leave out --output {output}."
+            )
+        output = add_to
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} is a file; give a directory.")
     heldout = None
@@ -176,6 +185,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         batch_size=args.batch_size,
         output=output,
         progress=not args.no_progress,
+        add_to=add_to,
     )
 
 
@@ -222,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=None, help="torch CPU threads (overrides MAGNET_THREADS)"
     )
     p.add_argument("--output", default=DEFAULT_OUTPUT, help="directory for results.md/.json")
+    p.add_argument(
+        "--add-to",
+        metavar="DIR",
+        help="add this run's tasks to the report in DIR (an earlier run's --output) and write "
+        "the merged report there: a full run in parts; refused before it starts unless seed, "
+        "sizes, domains, decoding settings, dtype and adapters match the report's",
+    )
     p.add_argument(
         "--heldout",
         help="text file, one passage a line: the held-out passages of infill, repetition and "

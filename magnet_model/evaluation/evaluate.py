@@ -49,7 +49,8 @@ Every share comes with its 95% interval, two MAGNET adapters are compared on the
 (stats.py; suites.py), and the prompted baselines' fills and scores are computed once per set
 of conditions and reused (baselines.py: --baseline-cache, --no-baseline-cache). The modules:
 config.py (sizes, flags), runs.py (systems, the run), infill_task.py, suites.py (units), this
-file (the other tasks and the CLI), report.py (tables, targets).
+file (the other tasks and the CLI), report.py (tables, targets), merge.py (--add-to: a full
+run in parts, one report).
 --heldout FILE (one passage a line) replaces held-out Wikipedia in infill, repetition and
 knowledge; with it and without minilm in --systems, neither gensim nor the MiniLM folder is needed
 (the news domain, which needs gensim, then runs only when --domains names it).
@@ -67,7 +68,7 @@ import torch
 
 from .. import systems as table
 from ..errors import MagnetError
-from . import scoring
+from . import merge, scoring
 from .config import (  # noqa: F401 (the evaluator's names, as before the split)
     DEFAULT_OUTPUT,
     DEFAULT_SYSTEMS,
@@ -80,6 +81,7 @@ from .config import (  # noqa: F401 (the evaluator's names, as before the split)
     config_from_args,
 )
 from .infill_task import PROMPTED, end_auc, fill_stats, infill_stats, task_infill  # noqa: F401
+from .merge import adapter_record
 from .report import TASKS, check_targets, write_outputs  # noqa: F401
 from .runs import (  # noqa: F401
     SENTENCE_TASKS,
@@ -298,6 +300,33 @@ TASK_FUNCS = {
 }
 
 
+def run_conditions(cfg: EvalConfig) -> dict:
+    """What a run measures under, known before the model loads (merge.check_run)."""
+    return {
+        "quick": cfg.quick,
+        "seed": cfg.seed,
+        "sizes": asdict(cfg.sizes),
+        "domains": list(cfg.domains),
+        "heldout": str(cfg.heldout.resolve()) if cfg.heldout else None,
+    }
+
+
+def engine_conditions(engine) -> dict:
+    """What a run measures under, known once the model is loaded (merge.check_engine)."""
+    return {
+        "hardware": hardware(engine),
+        # MAGNET fills' loop guard (0: off); continuations (Rep-n) never use one
+        "fill_no_repeat": engine.runner.fill_no_repeat,
+        # a blank between sentences filled until a sentence ends (inference/infill.py)
+        "fill_close_sentences": engine.runner.fill_close_sentences,
+        # the prompted baselines' formats (prompts.py) and copy guard (0: off)
+        "prompt_formats": engine.prompt_formats(table.for_task("infill")),
+        "prompt_no_copy": engine.runner.prompt_no_copy,
+        # where each adapter came from and its weights' hash (a later part must match)
+        "adapters": adapter_record(engine.runner.loaded.adapters),
+    }
+
+
 def evaluate(engine, cfg: EvalConfig, command: str = "") -> dict:
     """Run the selected tasks for the selected systems -> the report (what results.json holds)."""
     from tqdm.auto import tqdm
@@ -313,25 +342,15 @@ def evaluate(engine, cfg: EvalConfig, command: str = "") -> dict:
             tasks[name]["seconds"] = round(time.perf_counter() - t0, 2)
     report = {
         "command": command,
-        "quick": cfg.quick,
-        "seed": cfg.seed,
-        "sizes": asdict(cfg.sizes),
-        "domains": list(cfg.domains),
+        **run_conditions(cfg),
         "suites": list(cfg.suites),
-        "hardware": hardware(engine),
         # the prompted baselines' fills and scores: reused from earlier runs, or computed
         "baseline_cache": {
             "path": str(run.baselines.path) if run.baselines.path else None,
             "reused": run.baselines.hits,
             "computed": run.baselines.misses,
         },
-        # MAGNET fills' loop guard (0: off); continuations (Rep-n) never use one
-        "fill_no_repeat": engine.runner.fill_no_repeat,
-        # a blank between sentences filled until a sentence ends (inference/infill.py)
-        "fill_close_sentences": engine.runner.fill_close_sentences,
-        # the prompted baselines' formats (prompts.py) and copy guard (0: off)
-        "prompt_formats": engine.prompt_formats(table.for_task("infill")),
-        "prompt_no_copy": engine.runner.prompt_no_copy,
+        **engine_conditions(engine),
         "systems": {
             s.name: {"kind": s.kind, "available": s.available, "reason": s.reason} for s in systems
         },
@@ -346,6 +365,9 @@ def main(argv: list[str] | None = None, engine=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
+        earlier = merge.load_earlier(cfg.add_to) if cfg.add_to else None
+        if earlier is not None:  # refused before the model loads, where it can be
+            merge.check_run(earlier, run_conditions(cfg), cfg.add_to)
         if engine is None:
             from ..inference.engine import Engine
             from ..settings import ModelSpec
@@ -363,10 +385,15 @@ def main(argv: list[str] | None = None, engine=None) -> int:
             engine.config.prompt_format = args.prompt_format
         if args.prompt_no_copy is not None:
             engine.config.prompt_no_copy = args.prompt_no_copy
+        if earlier is not None:
+            merge.check_engine(earlier, engine_conditions(engine), cfg.add_to)
         given = sys.argv[1:] if argv is None else argv
         report = evaluate(
             engine, cfg, shlex.join(["python", "-m", "magnet_model.evaluation.evaluate", *given])
         )
+        if earlier is not None:
+            report = merge.merge(earlier, report)
+            report["targets"] = [asdict(t) for t in check_targets(report)]
         md, js = write_outputs(report, cfg.output)
     except MagnetError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -268,10 +268,22 @@ def render_markdown(report: dict) -> str:
         "",
         _cache_note(report.get("baseline_cache")),
         "",
-        f"Command: `{report['command']}`"
-        + (" (quick mode: small samples)" if report["quick"] else ""),
+        _commands_note(report),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _commands_note(report: dict) -> str:
+    """The command behind the report, or each part's when it was run in parts (--add-to)."""
+    quick = " (quick mode: small samples)" if report["quick"] else ""
+    parts = report.get("commands") or [report["command"]]
+    if len(parts) == 1:
+        return f"Command: `{parts[0]}`{quick}"
+    listed = "\n".join(f"{i}. `{c}`" for i, c in enumerate(parts, 1))
+    return (
+        f"Run in {len(parts)} parts on the same settings (`--add-to`; a task run again "
+        f"keeps its latest part){quick}:\n\n{listed}"
+    )
 
 
 def _guard_note(n: int | None) -> str:

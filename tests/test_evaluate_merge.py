@@ -1,0 +1,122 @@
+"""evaluate --add-to: a full run in parts (one report), refused when a part would measure under
+other conditions than the report it joins."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_models import tiny_engine
+
+from magnet_model.errors import InputError
+from magnet_model.evaluation import evaluate as ev
+from magnet_model.evaluation import merge
+
+QUICK = ["--quick", "--n-sts", "40", "--n-ppl", "4", "--no-progress"]
+
+
+@pytest.fixture
+def engine():
+    return tiny_engine()  # per test: a flag such as --fill-no-repeat changes its config
+
+
+@pytest.fixture
+def first_part(tmp_path, engine):
+    folder = tmp_path / "eval"
+    argv = [*QUICK, "--tasks", "sts", "--systems", "base,magnet", "--output", str(folder)]
+    assert ev.main(argv, engine=engine) == 0
+    return folder
+
+
+def _read(folder):
+    return json.loads((folder / "results.json").read_text())
+
+
+def test_a_run_in_two_parts_is_one_report_with_both_commands(first_part, engine):
+    before = _read(first_part)
+    argv = [*QUICK, "--tasks", "knowledge", "--systems", "base,magnet,llm2vec"]
+    assert ev.main([*argv, "--add-to", str(first_part)], engine=engine) == 0
+    merged = _read(first_part)
+    assert set(merged["tasks"]) == {"sts", "knowledge"}
+    assert merged["tasks"]["sts"] == before["tasks"]["sts"]  # the first part's, untouched
+    assert set(merged["systems"]) == {"base", "magnet", "llm2vec"}
+    assert len(merged["commands"]) == 2 and "--add-to" in merged["commands"][1]
+    judged = {t["task"] for t in merged["targets"] if t["met"] is not None}
+    assert judged == {"sts", "knowledge"}  # judged anew on the tasks of both parts
+    md = (first_part / "results.md").read_text()
+    assert "Run in 2 parts" in md and "--tasks sts" in md and "--tasks knowledge" in md
+    # a part at other sizes is refused and writes nothing; at the same, it replaces its task
+    again = [*QUICK, "--tasks", "sts", "--systems", "base,magnet"]
+    assert ev.main([*again, "--n-sts", "30", "--add-to", str(first_part)], engine=engine) == 2
+    assert _read(first_part) == merged
+    assert ev.main([*again, "--add-to", str(first_part)], engine=engine) == 0
+    third = _read(first_part)
+    assert len(third["commands"]) == 3 and set(third["tasks"]) == {"sts", "knowledge"}
+    assert third["tasks"]["knowledge"] == merged["tasks"]["knowledge"]
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--seed", "1"], "--seed"),
+        (["--n-sts", "30"], "the size flags"),
+        (["--fill-no-repeat", "0"], "--fill-no-repeat"),  # known once the engine is there
+    ],
+)
+def test_a_part_under_other_conditions_is_refused_before_it_runs(
+    first_part, engine, extra, named, capsys
+):
+    before = (first_part / "results.json").read_bytes()
+    argv = [*QUICK, "--tasks", "knowledge", "--systems", "base,magnet", *extra]
+    assert ev.main([*argv, "--add-to", str(first_part)], engine=engine) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --add-to {first_part}: this part would measure") and named in err
+    assert (first_part / "results.json").read_bytes() == before
+
+
+def test_adding_to_a_folder_without_a_report_says_how_to_start(tmp_path, capsys):
+    argv = [*QUICK, "--tasks", "sts", "--add-to", str(tmp_path / "none")]
+    assert ev.main(argv) == 2  # before any model is loaded
+    assert "no results.json there; run the first part with --output" in capsys.readouterr().err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.json").write_text("{not json")
+    with pytest.raises(InputError, match="cannot be read"):
+        merge.load_earlier(tmp_path / "bad")
+
+
+def test_add_to_and_another_output_folder_is_a_clear_error(tmp_path):
+    from magnet_model.errors import ConfigError
+
+    args = ev.build_parser().parse_args(["--add-to", str(tmp_path / "a"), "--output", "b"])
+    with pytest.raises(ConfigError, match="leave out --output"):
+        ev.config_from_args(args)
+
+
+def _adapter(folder, weights: bytes):
+    folder.mkdir(exist_ok=True)
+    (folder / "adapter_model.safetensors").write_bytes(weights)
+    return str(folder)
+
+
+def test_an_adapter_whose_weights_changed_between_parts_is_refused(tmp_path):
+    path = _adapter(tmp_path / "magnet", b"first weights")
+    conditions = {"hardware": {"dtype": "float32"}, "adapters": merge.adapter_record({"m": path})}
+    merge.check_engine(conditions, conditions, "X")  # the same: fine
+    _adapter(tmp_path / "magnet", b"trained further")
+    changed = {**conditions, "adapters": merge.adapter_record({"m": path})}
+    with pytest.raises(InputError, match="adapter 'm'"):
+        merge.check_engine(conditions, changed, "X")
+    elsewhere = _adapter(tmp_path / "other", b"first weights")
+    moved = {**conditions, "adapters": merge.adapter_record({"m": elsewhere})}
+    with pytest.raises(InputError, match="adapter 'm'"):
+        merge.check_engine(conditions, moved, "X")
+
+
+def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_path):
+    path = _adapter(tmp_path / "v2", b"w")
+    old = {"command": f"python -m magnet_model.evaluation.evaluate --adapters magnet={path}"}
+    assert merge.adapters_of(old) == {"magnet": {"path": str(tmp_path / "v2"), "sha256": None}}
+    now = {"adapters": merge.adapter_record({"magnet": path})}
+    merge.check_engine(old, now, "X")  # same folder: accepted (no hash to compare there)
+    with pytest.raises(InputError, match="does not record where its adapters came from"):
+        merge.check_engine({"command": "python -m magnet_model.evaluation.evaluate"}, now, "X")
