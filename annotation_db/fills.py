@@ -22,8 +22,8 @@ reply, a copy and a repeat are comes from textrules, which magnet_model reads to
 - chat: a reply to the prompt instead of a fill: an assistant's phrase ("I'm ready to help",
   "Here is the missing text", "fill in the blank", a model's name such as "SmolLM") that the
   item's own text does not hold;
-- copy: a run of COPY_WORDS words of the item's own text (or, for a shorter fill of at least
-  MIN_COPY_WORDS words, the whole fill) copied from it;
+- copy: a run of COPY_WORDS words of the item's own text copied from it (a hyphen separates
+  words, as a reader counts them);
 - repeats: a run of REPEAT_NGRAM words that occurs twice in the fill, or a word three times in
   a row ("President President President").
 An output counts once per problem if any of its fills has it. Outputs stored without their
@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-# The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS and
-# MIN_COPY_WORDS, REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
+# The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS,
+# REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
 from textrules import COPY_WORDS, ends_sentence, has_repeats, has_verb, is_chat_reply, is_copy
 from textrules import MARKER as MARKER
 from textrules import REPEAT_WORDS as REPEAT_NGRAM

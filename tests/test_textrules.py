@@ -28,26 +28,39 @@ def test_a_phrase_the_passage_holds_itself_is_no_chat_reply():
     assert is_chat_reply("SmolLM.")  # no passage given: any phrase counts
 
 
-def test_words_are_lower_cased_with_quotes_and_dashes_at_their_ends_stripped():
-    assert words("The farmer’s 'old' barn-door, TWO-") == [
+def test_words_are_case_folded_and_split_at_hyphens_and_dashes_but_not_apostrophes():
+    assert words("The farmer’s 'old' barn-door, TWO- Proudhon´s") == [
         "the",
-        "farmer’s",
+        "farmer's",
         "old",
-        "barn-door",
+        "barn",
+        "door",
         "two",
+        "proudhon's",
     ]
 
 
 def test_a_run_of_the_passage_in_a_fill_is_a_copy():
     text = "After the long winter, the old farmer walked out to [blank] before the rain came."
     assert is_copy("The old farmer walked out to the field before the rain came", text)
-    assert is_copy("the long winter", text)  # a short fill that is wholly a run of the text
-    assert not is_copy("the fields", text)  # too short to judge
+    assert not is_copy("the long winter", text)  # a phrase the passage holds: no copy
+    assert not is_copy("the fields", text)
     assert not is_copy("the barn to feed the cows", text)
     assert not is_copy("walked out to blank", text)  # the blank marker is no word of the text
     assert not is_copy("the old farmer sold his farm", text)
     assert is_copy("the old farmer sold his farm", text, run_words=3)  # the thresholds
-    assert not is_copy("the long winter", text, min_copy_words=4)
+
+
+def test_a_copy_is_counted_in_the_words_a_reader_sees():
+    """Hand-labelled outputs a reader called copies that the rule missed while a hyphenated
+    word counted as one, or the passage spelled a compound or apostrophe another way."""
+    text = "Anarcho-syndicalism is a branch of anarchism that focuses on the labour movement."
+    assert is_copy("Anarcho-syndicalism is a branch of anarchism focused on labour.", text)
+    war = "It drew on the Anti-nuclear movement and anti war movements of the time. [blank]"
+    assert is_copy("It was led by the anti-nuclear movement and anti-war movements.", war)
+    ideas = "A movement which was inspired by Proudhon´s ideas. [blank]"
+    assert is_copy("Pi y Margall's party, which was inspired by Proudhon's ideas", ideas)
+    assert not is_copy("a branch of anarchism", text)  # five words
 
 
 def test_the_study_repeat_rule_is_a_four_word_run_twice_or_one_word_three_times():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .chat import CHAT_PHRASES, is_chat_reply
 from .clauses import has_verb
-from .copies import COPY_WORDS, MARKER, MIN_COPY_WORDS, CopyGuard, is_copy
+from .copies import COPY_WORDS, MARKER, CopyGuard, is_copy
 from .loops import REPEAT_WORDS, has_repeats, repeats_ngram
 from .sentences import ends_sentence
 from .words import ngrams, words
@@ -25,7 +25,6 @@ __all__ = [
     "COPY_WORDS",
     "CopyGuard",
     "MARKER",
-    "MIN_COPY_WORDS",
     "REPEAT_WORDS",
     "ends_sentence",
     "has_repeats",

@@ -1,21 +1,17 @@
 """What a loop is: a fill that repeats itself. Two rules live here, each kept as its caller has
 used it until a measurement decides between them (issue 36):
 - has_repeats, annotation_db's check of a study's outputs ("repeats"): a run of REPEAT_WORDS
-  words twice, or one word three times in a row, counted in words.words;
+  words twice, or one word three times in a row;
 - repeats_ngram, magnet_model's evaluator (evaluation/suites.py, the "repeat_3gram" share): a
-  run of n words (3 by default) twice, counted in its own words (runs of letters and digits
-  joined by inner apostrophes, case-folded; a hyphen splits a word).
+  run of n words (3 by default) twice.
+Both count words.words.
 """
 
 from __future__ import annotations
 
-import re
-
 from .words import words
 
 REPEAT_WORDS = 4  # has_repeats: a run of this many words occurring twice in one fill
-
-_EVAL_WORD = re.compile(r"\w+(?:['’]\w+)*")
 
 
 def has_repeats(text: str, run_words: int = REPEAT_WORDS) -> bool:
@@ -29,6 +25,6 @@ def has_repeats(text: str, run_words: int = REPEAT_WORDS) -> bool:
 
 def repeats_ngram(text: str, n: int = 3) -> bool:
     """Some run of n words occurs twice in the text (case-folded): the loop a reader sees."""
-    seq = [w.casefold() for w in _EVAL_WORD.findall(text)]
+    seq = words(text)
     grams = [tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)]
     return len(grams) != len(set(grams))
