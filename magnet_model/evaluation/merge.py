@@ -33,7 +33,7 @@ SAME_ENGINE = {
     "prompt_formats": "--prompt-format",
     "prompt_no_copy": "--prompt-no-copy",
 }
-SAME_HARDWARE = ("cpu", "device", "gpu", "dtype", "torch")
+SAME_HARDWARE = {k: k for k in ("cpu", "device", "gpu", "dtype", "torch")}
 
 
 def load_earlier(folder: Path) -> dict:
@@ -62,14 +62,18 @@ def _differ(earlier: dict, now: dict, keys) -> list[str]:
     ]
 
 
-def check_run(earlier: dict, now: dict, folder) -> None:
-    """Before the model loads: the run's own settings (seed, sizes, domains, quick)."""
-    bad = _differ(earlier, now, SAME_RUN)
+def _refuse(folder, bad: list[str]) -> None:
     if bad:
         raise InputError(
             f"--add-to {folder}: this part would measure under other conditions than the "
-            f"report there: {'; '.join(bad)}. Run it with the same flags, or into another folder."
+            f"report there: {'; '.join(bad)}. Run it with the same settings, or into another "
+            "folder."
         )
+
+
+def check_run(earlier: dict, now: dict, folder) -> None:
+    """Before the model loads: the run's own settings (seed, sizes, domains, quick)."""
+    _refuse(folder, _differ(earlier, now, SAME_RUN))
 
 
 def adapter_record(adapters: dict[str, str]) -> dict[str, dict]:
@@ -116,12 +120,7 @@ def _same_adapter(a: dict, b: dict) -> bool:
 def check_engine(earlier: dict, now: dict, folder) -> None:
     """Once the model is loaded: decoding settings, machine, and the adapters behind names."""
     bad = _differ(earlier, now, SAME_ENGINE)
-    hw_then, hw_now = earlier.get("hardware", {}), now.get("hardware", {})
-    bad += [
-        f"{k} ({hw_then.get(k)!r} there, {hw_now.get(k)!r} now)"
-        for k in SAME_HARDWARE
-        if k in hw_then and hw_then.get(k) != hw_now.get(k)
-    ]
+    bad += _differ(earlier.get("hardware", {}), now.get("hardware", {}), SAME_HARDWARE)
     then, new = adapters_of(earlier), adapters_of(now) or {}
     if then is None:
         bad.append("the adapters (the report there does not record where its adapters came from)")
@@ -131,12 +130,7 @@ def check_engine(earlier: dict, now: dict, folder) -> None:
             for name in sorted(set(then) & set(new))
             if not _same_adapter(then[name], new[name])
         ]
-    if bad:
-        raise InputError(
-            f"--add-to {folder}: this part would measure under other conditions than the "
-            f"report there: {'; '.join(bad)}. Run it with the same settings, or into another "
-            "folder."
-        )
+    _refuse(folder, bad)
 
 
 def _show(entry: dict) -> str:
