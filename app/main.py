@@ -110,6 +110,11 @@ CSS = """
 .search-table table th, .results-table th, .results-table th * { white-space: nowrap !important; }
 /* passages read as prose, not code; the table grows with its rows instead of scrolling */
 .search-table table td { font-family: var(--font); }
+.small-table { border-collapse: collapse; margin: 0.5em 0; }
+.small-table caption { text-align: left; font-weight: 600; padding-bottom: 0.4em; }
+.small-table th, .small-table td { border: 1px solid var(--border-color-primary);
+                                   padding: 0.3em 0.6em; text-align: right; }
+.small-table th[scope="row"], .small-table thead th:first-child { text-align: left; }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 /* the rater page: no "Use via API" or "Settings" footer (raters need neither) */
 body:has(#rate-message) footer { display: none !important; }
@@ -312,11 +317,9 @@ def _search_tab(app: MagnetApp) -> None:
                             elem_classes="search-table",
                         )
                     )
-    overlap = gr.Dataframe(
-        label="Shared passages between the top-k lists",
-        interactive=False,
-        elem_classes="overlap-table",  # its systems named short (model_calls): it fits a phone
-    )
+    # plain HTML, its systems named short (model_calls): it fits a phone without scrolling
+    # sideways (a Dataframe keeps fixed-width header cells that scrolled ~70 px at 390 px)
+    overlap = gr.HTML(elem_classes="overlap-table")
     run.click(
         gradio_fn(app.search),
         inputs=[query, upload, k],

@@ -12,8 +12,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-import gradio as gr
-
 from magnet_model import systems
 from magnet_model.errors import MagnetError
 from magnet_model.inference import search
@@ -230,7 +228,8 @@ class ModelCalls(Services):
                 f"{'is' if len(hidden) == 1 else 'are'} left out."
             )
         headers = ["system", *[short[b] for b in names]]
-        return SearchView(tables, gr.update(value=overlap, headers=headers), note)
+        caption = f"Passages shared between the top-{k} lists"
+        return SearchView(tables, render.table_html(caption, headers, overlap), note)
 
 
 _DEFAULT_CORPUS: list[search.Corpus] = []

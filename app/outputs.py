@@ -162,7 +162,7 @@ class SearchView(Outputs):
     """Search tab: a table per encoder, their overlaps, the corpus and timing note."""
 
     tables: list = group()  # per system: rows [rank, cosine, passage]
-    overlap: Any = None  # gr.update of the overlap table (values and headers)
+    overlap: str = ""  # HTML: how many passages each pair of top-k lists shares
     note: str = ""
 
 

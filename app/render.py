@@ -54,6 +54,21 @@ def filled_html(pieces: Sequence[tuple[str, str | None]]) -> str:
     return f'<p class="filled" dir="auto">{"".join(out)}</p>'
 
 
+def table_html(caption: str, headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """A small table of numbers as plain HTML, every cell escaped: it takes the width its
+    cells need (a phone shows it whole, no sideways scroll) and the first column heads its rows.
+    """
+    head = "".join(f'<th scope="col">{html.escape(str(h))}</th>' for h in headers)
+    body = ""
+    for first, *rest in rows:
+        cells = "".join(f"<td>{html.escape(str(c))}</td>" for c in rest)
+        body += f'<tr><th scope="row">{html.escape(str(first))}</th>{cells}</tr>'
+    return (
+        f'<table class="small-table"><caption>{html.escape(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
 def fills_pieces(text: str, marker: str, filled: str, fills: Sequence[str] | None) -> list:
     """A blanked text with each marker replaced by its fill, the fills labelled; the whole
     filled text, unlabelled, when the fills do not match the blanks."""

@@ -46,3 +46,11 @@ def test_filled_html_is_one_paragraph_with_inline_escaped_fills():
         (" c", None),
     ]
     assert render.fills_pieces("a [blank] c", "[blank]", "a b c", ["b", "x"]) == [("a b c", None)]
+
+
+def test_table_html_heads_rows_and_escapes_every_cell():
+    out = render.table_html("Top-5 <b>lists</b>", ["system", "A&B"], [["<i>x</i>", 3], ["y", 0]])
+    assert out.startswith('<table class="small-table"><caption>Top-5 &lt;b&gt;lists')
+    assert '<th scope="col">A&amp;B</th>' in out
+    assert '<tr><th scope="row">&lt;i&gt;x&lt;/i&gt;</th><td>3</td></tr>' in out
+    assert "<i>" not in out and out.count("<tr>") == 3

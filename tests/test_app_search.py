@@ -4,6 +4,7 @@ cache."""
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 import gradio as gr
 import numpy as np
@@ -49,6 +50,34 @@ def app(engine, tmp_path):
     return app
 
 
+def table_cells(markup: str) -> tuple[list[str], list[list[str]]]:
+    """The header cells and the body rows' cells of an HTML table, as the reader sees them."""
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    parser = Cells()
+    parser.feed(markup)
+    return parser.rows[0], parser.rows[1:]
+
+
 def upload(tmp_path, name: str, body: str) -> str:
     path = tmp_path / name
     path.write_text(body, encoding="utf-8")
@@ -67,8 +96,9 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
     assert tables[1][0][2] == PASSAGES[2] and tables[1][0][1] == "1.000"  # three decimals
     for t in tables:
         assert t[0][1] >= t[1][1] >= t[2][1]
-    assert overlap["headers"][0] == "system" and len(overlap["value"]) == 4
-    assert all(overlap["value"][i][i + 1] == 3 for i in range(4))  # each list with itself
+    headers, rows = table_cells(overlap)
+    assert headers[0] == "system" and len(rows) == 4 and headers[1:] == [r[0] for r in rows]
+    assert all(rows[i][i + 1] == "3" for i in range(4))  # each list with itself
     assert "c.txt: 5 passages; top 3" in note and calls  # progress was reported
     assert len(list((tmp_path / "cache" / "search").glob("*.npy"))) == 4
 
@@ -87,7 +117,7 @@ def test_search_without_adapters_marks_them_unavailable(tmp_path):
     magnet, minilm, base, llm2vec = out.tables
     assert magnet[0][2].startswith("Unavailable") and llm2vec[0][2].startswith("Unavailable")
     assert len(minilm) == 2 and len(base) == 2
-    assert len(out.overlap["value"]) == 2  # overlap between the two systems that ran
+    assert len(table_cells(out.overlap)[1]) == 2  # overlap between the two systems that ran
 
 
 @pytest.mark.parametrize(

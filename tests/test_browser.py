@@ -447,6 +447,14 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     overlap = phone.locator(".overlap-table table")
     expect(overlap).to_contain_text("MiniLM")
     expect(overlap).not_to_contain_text("all-MiniLM-L6-v2")
+    # the whole matrix in view: nothing around it scrolls sideways on a phone (tour q2)
+    wide = overlap.evaluate(
+        """t => { const out = [];
+                  for (let e = t; e && e !== document.body; e = e.parentElement)
+                    if (e.scrollWidth > e.clientWidth + 1) out.push(e.className || e.tagName);
+                  return out; }"""
+    )
+    assert wide == [], wide
     _shot(phone, "search-phone")
 
     phone.goto(f"{served['url']}/rate?token={served['phone_token']}")
