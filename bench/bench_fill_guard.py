@@ -1,6 +1,6 @@
 """The decoding rules of MAGNET fills, chosen by measurement (issue 35, point 2).
 
-    python bench/bench_fill_guard.py --adapter checkpoints/magnet-v2 [--fills 80]
+    python bench/bench_fill_guard.py --adapter adapters/magnet [--fills 80]
         [--suites sentence,phrase,word] [--domains wikipedia,news] [--settings 0,3,4,3-plain]
 
 The evaluator's unit suites (the same held-out cases, seeded), each filled greedily by one

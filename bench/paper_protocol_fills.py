@@ -4,7 +4,7 @@ one complete sentence, repeat a 3-gram of words, and are flagged by the output c
 Make the study first (the app's own generation, sampled as studies are), then read it:
 
     python -m app.study_cli --preset paper --name paper-x --db-path /tmp/paper.sqlite3 \\
-        --adapters magnet=checkpoints/magnet-v2
+        --adapters magnet=adapters/magnet
     python bench/paper_protocol_fills.py --db-path /tmp/paper.sqlite3 --study paper-x \\
         --out bench/results/paper_protocol_x.json [--dump /tmp/paper-x.jsonl]
 
