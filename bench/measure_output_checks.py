@@ -22,6 +22,13 @@ prompt code of 2026-12-03 (ids ``fresh-...``), labelled by the rule before any c
 them. On these the unfinished and chat rules are scored unseen; the copy rule was then revised
 on them (a hyphen now separates words, and a short fill found whole in the passage is no
 copy), so its figures there are seen.
+
+Unseen (a fourth table): 299 fills of a Paper-protocol study made with the shipped v2 adapter
+and the study's own sampled decoding (ids ``pp2-...``, the three systems on the same 100
+removed sentences as the ``pp-`` rows, new fills), labelled by the rule before any check ran
+on them, shown to the labeller in a shuffled order without the system's name. No rule has been
+revised on them: every figure there is an estimate the rules did not fit. It is also split by
+system.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ DATA = ROOT / "tests" / "data" / "labelled_outputs.jsonl"
 RESULTS = ROOT / "bench" / "results"
 HELD_OUT = re.compile(r"^pp-sent-\d*[02468]-")  # Paper-protocol rows of even-numbered items
 FRESH = "fresh-"  # rows labelled after every revision but the copy words' (module docstring)
+UNSEEN = "pp2-"  # rows no rule was revised on (module docstring)
 NEEDS = {"overlong": ("original",), "unfinished": ("original",), "copy": ("left", "right")}
 
 
@@ -137,6 +145,26 @@ def main() -> int:
         f"Fresh: the {len(fresh)} rows labelled after the revisions (prompted baselines' "
         "unit-suite fills, 2026-12-03): unfinished and chat unseen; copy revised on them:",
     )
+    unseen = [r for r in rows if r["id"].startswith(UNSEEN)]
+    res_unseen = measure(unseen)
+    text += "\n" + table(
+        res_unseen,
+        len(unseen),
+        f"Unseen: the {len(unseen)} Paper-protocol rows of the v2 adapter's study (2026-12-03), "
+        "labelled blind before any check ran; no rule was revised on them:",
+    )
+    by_system = {}
+    for system in sorted({r["system"] for r in unseen}):
+        part = [r for r in unseen if r["system"] == system]
+        by_system[system] = {"rows": len(part), "problems": measure(part)}
+        text += "\n" + table(
+            {
+                p: {**m, "false_positives": [], "false_negatives": []}
+                for p, m in by_system[system]["problems"].items()
+            },
+            len(part),
+            f"Unseen, {system} only ({len(part)} rows):",
+        )
     print(text, end="")
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"command": "python bench/measure_output_checks.py", "rows": len(rows)}
@@ -147,6 +175,7 @@ def main() -> int:
                 "problems": res,
                 "held_out": {"rows": len(held), "problems": res_held},
                 "fresh": {"rows": len(fresh), "problems": res_fresh},
+                "unseen": {"rows": len(unseen), "problems": res_unseen, "by_system": by_system},
             },
             indent=1,
             ensure_ascii=False,
