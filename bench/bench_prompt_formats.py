@@ -50,9 +50,16 @@ HEAD = (
 )
 
 
-def measure(engine, cache, kind, cases, shots, fmt, no_copy) -> dict:
+def measure(engine, cache, kind, cases, shots, fmt, no_copy, sample=None) -> dict:
+    """One format on one suite's cases; sample: (temperature, top_p, seed) decodes each case
+    sampled with the seed seed + its index, as a study samples (None: greedy)."""
     blanked = [c.blanked("[blank]") for c in cases]
-    results = [cache.fill(t, shots, CAP, fmt, no_copy) for t in blanked]
+    results = [
+        cache.fill(
+            t, shots, CAP, fmt, no_copy, None if sample is None else (*sample[:2], sample[2] + i)
+        )
+        for i, t in enumerate(blanked)
+    ]
     spec = prompts.get_format(fmt, shots, engine.tokenizer)
     flags = fill_flags(engine, kind, results, None, (shots, spec))
     flags["unit"] = flags["one_sentence" if kind == "sentence" else "no_sentence_end"]
@@ -81,11 +88,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-copy", type=int, default=6, help="the copy guard's run (0: off)")
     p.add_argument("--against", default="chat", help="the format the others are paired with")
+    p.add_argument(
+        "--sample",
+        default=None,
+        metavar="T,P",
+        help="decode sampled at temperature T and top-p P, as studies do (0.7,0.9), instead "
+        "of greedy; each case's seed is --seed plus its index",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cache-dir", default=None, help="baseline cache (default: MAGNET's)")
     p.add_argument("--out", default="prompt_formats")
     args = p.parse_args(argv)
+    sample = None
+    if args.sample:
+        try:
+            temperature, top_p = (float(x) for x in args.sample.split(","))
+        except ValueError:
+            p.error(f"--sample takes T,P such as 0.7,0.9, not {args.sample!r}")
+        if not (temperature > 0 and 0 < top_p <= 1):
+            p.error("--sample: T must be above 0 and P in (0, 1]")
+        sample = (temperature, top_p, args.seed)
 
     import torch
 
@@ -102,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
     systems = {0: _names(args.zero), 5: _names(args.five)}
     report: dict = {"fills": args.fills, "no_copy": args.no_copy, "systems": {}, "suites": {}}
+    report["decoding"] = (
+        "greedy" if sample is None else f"sampled, temperature {sample[0]}, top-p {sample[1]}"
+    )
     report["systems"] = {("zero-shot" if k == 0 else "five-shot"): v for k, v in systems.items()}
     rows: list[Row] = []
     lines = [
@@ -118,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             for shots, formats in systems.items():
                 system = "zero-shot" if shots == 0 else "five-shot"
                 per = {
-                    f: measure(engine, cache, kind, cases, shots, f, args.no_copy) for f in formats
+                    f: measure(engine, cache, kind, cases, shots, f, args.no_copy, sample)
+                    for f in formats
                 }
                 report["suites"][key][system] = per
                 base = per.get(args.against)

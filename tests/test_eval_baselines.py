@@ -57,6 +57,23 @@ def test_a_format_or_copy_guard_of_its_own_is_another_entry(engine, tmp_path, mo
     assert (cache.hits, cache.misses) == (2, 3)
 
 
+def test_a_sampled_fill_is_keyed_by_its_sampling_and_seed_apart_from_greedy(engine, tmp_path):
+    def wrote(r):  # the reply as written, before the answer was read out of it
+        return r.spans[0].written_ids or r.spans[0].token_ids
+
+    cache = BaselineCache(engine, tmp_path)
+    cache.fill(TEXT, 0, 8)
+    sampled = cache.fill(TEXT, 0, 8, sample=(5.0, 1.0, 1))  # hot: the tiny model's text varies
+    assert cache.misses == 2  # sampling never reads the greedy entry
+    direct = engine.infill_prompted(
+        TEXT, shots=0, max_span_tokens=8, do_sample=True, temperature=5.0, top_p=1.0, seed=1
+    )
+    assert wrote(sampled) == wrote(direct)  # decoded as asked, with that seed
+    others = [wrote(cache.fill(TEXT, 0, 8, sample=(5.0, 1.0, seed))) for seed in (2, 3, 4)]
+    assert cache.misses == 5 and any(ids != wrote(sampled) for ids in others)
+    assert cache.fill(TEXT, 0, 8, sample=(5.0, 1.0, 1)) == sampled and cache.hits == 1
+
+
 def test_other_conditions_never_read_an_entry(engine, tmp_path, monkeypatch):
     BaselineCache(engine, tmp_path).fill(TEXT, 0, 8)
     (file,) = tmp_path.iterdir()

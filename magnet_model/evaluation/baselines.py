@@ -121,18 +121,26 @@ class BaselineCache:
         max_span_tokens: int,
         fmt: str | None = None,
         no_copy: int | None = None,
+        sample: tuple[float, float, int] | None = None,
     ) -> InfillResult:
-        """engine.infill_prompted(text, shots, max_span_tokens, fmt, no_copy), greedy (None:
-        the engine's format and copy guard)."""
+        """engine.infill_prompted(text, shots, max_span_tokens, fmt, no_copy), greedy, or
+        sampled as a study samples when `sample` is (temperature, top_p, seed) (None: the
+        engine's format and copy guard)."""
         fmt = self._format(shots, fmt)
         no_copy = self.engine.runner.prompt_no_copy if no_copy is None else no_copy
-        key = self._key("fill", text, shots, max_span_tokens, fmt, no_copy)
+        parts = ("fill", text, shots, max_span_tokens, fmt, no_copy)
+        key = self._key(*parts) if sample is None else self._key(*parts, "sample", *sample)
         value = self._get(key)
         if value is None:
+            temperature, top_p, seed = sample or (1.0, 1.0, None)
             r = self.engine.infill_prompted(
                 text,
                 shots=shots,
                 max_span_tokens=max_span_tokens,
+                do_sample=sample is not None,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
                 prompt_format=fmt,
                 prompt_no_copy=no_copy,
             )
