@@ -37,7 +37,15 @@ from dataclasses import dataclass, field
 
 # The chat, copy and repeat rules, shared with magnet_model (textrules: COPY_WORDS,
 # REPEAT_NGRAM, MARKER the app's blank, which is no word of an item's text).
-from textrules import COPY_WORDS, ends_sentence, has_repeats, has_verb, is_chat_reply, is_copy
+from textrules import (
+    COPY_WORDS,
+    ends_sentence,
+    has_repeats,
+    has_verb,
+    is_chat_reply,
+    is_copy,
+    trails_off,
+)
 from textrules import MARKER as MARKER
 from textrules import REPEAT_WORDS as REPEAT_NGRAM
 
@@ -136,7 +144,7 @@ def is_unfinished(fill: str, original: str | None) -> bool:
     where the original was one (False when unknown)."""
     if not original or not ends_sentence(original):
         return False
-    if not ends_sentence(fill):
+    if not ends_sentence(fill) or (trails_off(fill) and not trails_off(original)):
         return True
     statement = fill.rstrip().rstrip("\"'”’)]").endswith(".")  # "What a day!" needs no verb
     return statement and has_verb(original) and not has_verb(fill)

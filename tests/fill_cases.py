@@ -46,6 +46,16 @@ CHAT_REPLIES = [
     'The word "xen" is missing in the text.',
     "This is a grammatically correct sentence.",
     "I will not attempt to create a new sentence.",
+    # the Paper-protocol study of 2026-12-03 (zero- and five-shot, sampled): rewording the
+    # text, instructions said back, remarks about the text
+    'To make it more concise, I can rephrase it as: "Ethnologue identifies 168 languages."',
+    'To clarify, the sentence can be reworded to: "Many special functions still have notations."',
+    "No, no additional information is provided.",
+    "Reply with no additional words.",
+    "Write the sentence out by yourself.",
+    '"and" (removed), "pyrenoids" (removed), "stability" (removed)',
+    "These words are: washout, rephrased, re-wrote, re-wrought.",
+    "The oil price has nothing to do with this text.",
 ]
 FILLS = [
     "Tokyo",
@@ -70,4 +80,9 @@ FILLS = [
     "The sentence was read out in court in 1998.",
     "He had added the missing tiles by noon.",
     "Her answer to the extra question was late.",
+    "The sentence could be reduced on appeal.",
+    "Writers of the age admired him.",
+    "Answer of the sphinx: man.",
+    "The treaty had nothing to do with the war.",
+    "The film was removed from the festival.",
 ]

@@ -17,7 +17,7 @@ from .chat import CHAT_PHRASES, is_chat_reply
 from .clauses import has_verb
 from .copies import COPY_WORDS, MARKER, CopyGuard, is_copy
 from .loops import REPEAT_WORDS, has_repeats, repeats_ngram
-from .sentences import ends_sentence
+from .sentences import ends_sentence, trails_off
 from .words import ngrams, words
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "MARKER",
     "REPEAT_WORDS",
     "ends_sentence",
+    "trails_off",
     "has_repeats",
     "has_verb",
     "is_chat_reply",

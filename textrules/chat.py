@@ -74,6 +74,14 @@ CHAT_PHRASES = (
     r"^\s*1\.\s+\S.*\s2\.\s+\w+",  # a numbered list instead of text
     r"the following (?:elements|words|sentences?|text|changes|corrections)\s*:",
     r"(?:short|long|given|original) text, so",
+    # revised on the Paper-protocol rows of 2026-12-03 (tests/data/labelled_outputs.md): the
+    # assistant rewording the text, instructions echoed back, remarks about the text
+    r"(?:re-?word|re-?phras|paraphras)\w*",
+    r"no (?:additional|further|extra|more) (?:words?|information|text|details?|context)",
+    r"\((?:removed|added|deleted|replaced)\)",
+    r"^\W*(?:write|reply|answer|rewrite|insert)(?= (?!of\b))",  # an instruction, not "Answer of"
+    r"^\W*(?:these|the following) (?:words|terms|sentences|phrases) (?:are|were)\s*:",
+    r"nothing to do with (?:this|the) (?:text|passage|sentence|question)",
     r"bullet points?",
     r"___",
     r"smollm\d*",

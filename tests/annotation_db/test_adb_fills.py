@@ -108,6 +108,10 @@ def test_copies_repeats_and_unfinished_sentences():
     for sentence in ("They live in burrows.", "Whales appear in spring.", "It rained.",
                      "The law was passed.", "She wrote it.", "What a harvest!"):  # fmt: skip
         assert not is_unfinished(sentence, removed), sentence
+    # a sentence that trails off in an ellipsis is left unfinished, unless the original did
+    assert is_unfinished("They are thought to have...", removed)
+    assert is_unfinished("His aversion to the imposition…", removed)
+    assert not is_unfinished("He waited...", "He waited and waited...")
     assert not is_unfinished("Aristocracy.", "aristocracy.")  # a word removed: no verb needed
     assert not is_unfinished("the fields", "the fields")  # words removed, not a sentence
     assert not is_unfinished("the fields", None)  # the original unknown: not judged
