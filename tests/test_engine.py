@@ -28,7 +28,7 @@ from magnet_model.inference.engine import (
     assemble,
 )
 from magnet_model.inference.infill import infill_job, span_loop
-from magnet_model.inference.prompted import answer_steps
+from magnet_model.inference.prompted import ASKS, answer_steps
 from magnet_model.inference.sampling import Sampling
 from magnet_model.layout import IGNORE, build_hybrid
 from magnet_model.loading import LoadedModel, attach_adapters
@@ -577,23 +577,30 @@ def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
     assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
 
 
-def test_prompted_chat_reply_is_asked_again_once(engine, tok):
+def test_prompted_chat_reply_is_asked_again_up_to_the_attempts_allowed(engine, tok):
     """A reply that talks about the task instead of filling the blank ("the given sentence",
-    as "I'm ready to help" or "SmolLM." do on the real model) is written again once: its
-    reply starts with the words before the blank (fed as prompt: the plan's (5, a) is that
-    feed), and the answer may not begin with the token that began the chat reply."""
+    as "I'm ready to help" or "SmolLM." do on the real model) is written again, up to ASKS
+    attempts in all: each new reply starts with the words before the blank (fed as prompt: the
+    plan's (5, a) is that feed), and its answer may not begin with a token that began an
+    earlier chat reply."""
+    assert ASKS == 3
     eos = tok.eos_token_id
-    ids = tok("the given sentence sat a this", add_special_tokens=False).input_ids
-    the, given, sentence, sat, a, this = ids
+    ids = tok("the given sentence sat a this it is", add_special_tokens=False).input_ids
+    the, given, sentence, sat, a, this, it, is_ = ids
     chat = {(5, the): [given], (6, given): [sentence], (7, sentence): [eos]}
     plan = chat | {(5, a): [the, sat], (7, sat): [eos]}
     text, reason, written = drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
     assert (text, reason, len(written)) == ("sat", "end", 1)
-    # asked again once only: a second chat reply is kept (the checks before a study flag it)
-    plan = chat | {(5, a): [the, this], (7, this): [given], (8, given): [sentence]}
-    plan[(9, sentence)] = [eos]
+    # a second chat reply ("this given sentence") is asked again too; the third answers
+    again = {(7, this): [given], (8, given): [sentence], (9, sentence): [eos], (7, sat): [eos]}
+    plan = chat | again | {(5, a): [the, this, sat]}
     text, _, _ = drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
-    assert text == "this given sentence"
+    assert text == "sat"
+    # a chat reply at the last attempt is kept (the checks before a study flag it)
+    third = {(7, it): [is_], (8, is_): [a], (9, a): [sentence], (10, sentence): [eos]}
+    plan = chat | again | third | {(5, a): [the, this, it]}
+    text, _, _ = drive_reply(engine, [the], plan, "a dog ", " on the mat .", [])
+    assert text == "it is a sentence"
 
 
 def test_prompted_reply_preamble_is_stripped():

@@ -208,12 +208,13 @@ def answer_steps(
     - a reply that still leaves the blank empty (it skipped the blank, running into the text
       after it, or spent the whole limit copying the text before it), or that is a chat turn
       instead of the missing words ("I'm ready to help...", "SmolLM."; prompts.is_chat_reply),
-      is written again once from the start, where the answer may not begin with the first
-      token of the text after the blank or of the text before it (the tokens that begin such
-      a skip or copy); a chat reply's new attempt may not begin with the token that began it
-      either, and its reply starts with the last words before the blank (fed as prompt), so
-      that the model goes on with the text instead of talking about it (unless the reply
-      already opened with them: rules.opened).
+      is written again from the start (up to ASKS attempts in all; the last one is kept),
+      where the answer may not begin with the first token of the text after the blank or of
+      the text before it (the tokens that begin such a skip or copy); after a chat reply the
+      new attempt may not begin with a token that began an earlier chat reply either, and its
+      reply starts with the last words before the blank (fed as prompt), so that the model
+      goes on with the text instead of talking about it (unless the reply already opened with
+      them: rules.opened).
     rules.guard (textrules.CopyGuard): no token may begin the last word of a run the answer
     (as read_answer reads it from the reply: a copy of the text before the blank that the
     reply opens with is no part of it) would copy from the prompt; each refusal is counted in
@@ -225,17 +226,20 @@ def answer_steps(
     rules = rules or ReplyRules()
     first = logits.clone()
     start_pos, start_keys = pos, len(visible)
+    not_first: set[int] = set()
     text, reason, ids = yield from _attempt(
         runner, logits, pos, limit, s, stop, visible, left, right, (), rules
     )
-    answer = prompts.read_answer(text, left, right)[0]
-    chat = bool(answer) and prompts.is_chat_reply(answer, left + right)
-    if not answer or chat:
+    for _ in range(ASKS - 1):
+        answer = prompts.read_answer(text, left, right)[0]
+        chat = bool(answer) and prompts.is_chat_reply(answer, left + right)
+        if answer and not chat:
+            break
         visible[start_keys:] = [False] * (len(visible) - start_keys)
         tok = runner.tokenizer
-        not_first = {*_first_tokens(tok, right), *_first_tokens(tok, left)}
-        logits, pos = first, start_pos
-        if chat:  # nor with the token that began the chat reply ("I", "SmolLM", "Here")
+        not_first.update(_first_tokens(tok, right), _first_tokens(tok, left))
+        logits, pos, attempt_limit = first, start_pos, limit
+        if chat:  # nor with the token that began a chat reply ("I", "SmolLM", "Here")
             not_first.update(ids[:1])
             # and the reply starts where the text breaks off: the last words before the blank
             # are written into the reply ahead of the answer (they are prompt, not answer)
@@ -246,13 +250,15 @@ def answer_steps(
                     [len(pre) - 1],
                 )  # fmt: skip
                 visible += [True] * len(pre)
-                pos, limit = pos + len(pre), limit - len(pre)
+                pos, attempt_limit = pos + len(pre), limit - len(pre)
         text, reason, ids = yield from _attempt(
-            runner, logits, pos, limit, s, stop, visible, left, right, sorted(not_first), rules
-        )
+            runner, logits, pos, attempt_limit, s, stop, visible, left, right,
+            sorted(not_first), rules,
+        )  # fmt: skip
     return text, reason, ids
 
 
+ASKS = 3  # a reply that leaves the blank empty or is a chat turn is asked again, this many in all
 REPLY_START_WORDS = 6  # words of the text before the blank that begin a re-asked chat reply
 
 
