@@ -20,8 +20,9 @@ A tokenizer without a chat template asks its default in the plain template.
 A reply that is a chat turn instead of the missing words ("I'm ready to help. What's your next
 question?", "SmolLM.": is_chat_reply, the rule annotation_db's study checks read too, from
 textrules) is asked again by the baseline, up to three attempts in all (inference/prompted.py:
-ASKS), each new reply starting with the last words before the blank. A reply cannot copy a run of textrules.COPY_WORDS words
-of the passage, an example or the instruction (textrules.CopyGuard, at decode time).
+ASKS), each new reply starting with the last words before the blank. A reply cannot copy a run
+of textrules.COPY_WORDS words of the passage, an example or the instruction (textrules.CopyGuard,
+at decode time).
 
 In the prompt the blank is shown as ___ whatever marker the user typed; with several blanks
 the model fills them left to right, seeing earlier answers in place and later blanks as "...".
