@@ -110,10 +110,15 @@ CSS = """
 .search-table table th, .results-table th, .results-table th * { white-space: nowrap !important; }
 /* passages read as prose, not code; the table grows with its rows instead of scrolling */
 .search-table table td { font-family: var(--font); }
-.small-table { border-collapse: collapse; margin: 0.5em 0; }
+/* a small table of numbers takes the width its cells need, never more than its column */
+.small-table { border-collapse: collapse; margin: 0.5em 0; width: auto !important;
+               max-width: 100%; font-size: 0.85em; }
 .small-table caption { text-align: left; font-weight: 600; padding-bottom: 0.4em; }
 .small-table th, .small-table td { border: 1px solid var(--border-color-primary);
-                                   padding: 0.3em 0.6em; text-align: right; }
+                                   padding: 0.25em 0.35em !important; text-align: right;
+                                   min-width: 0 !important; }
+/* the overlap matrix: the column's width, not three paddings less (it must fit a phone) */
+.overlap-table.block, .overlap-table .html-container { padding-left: 0; padding-right: 0; }
 .small-table th[scope="row"], .small-table thead th:first-child { text-align: left; }
 .nav-holder { display: none !important; }  /* the pages are reached by link, not a menu */
 /* the rater page: no "Use via API" or "Settings" footer (raters need neither) */

@@ -451,7 +451,8 @@ def test_phone_width_infill_search_and_rater_page(served, phone):
     wide = overlap.evaluate(
         """t => { const out = [];
                   for (let e = t; e && e !== document.body; e = e.parentElement)
-                    if (e.scrollWidth > e.clientWidth + 1) out.push(e.className || e.tagName);
+                    if (e.scrollWidth > e.clientWidth + 1)
+                      out.push(`${e.className || e.tagName}: ${e.scrollWidth}/${e.clientWidth} px`);
                   return out; }"""
     )
     assert wide == [], wide
