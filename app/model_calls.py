@@ -228,7 +228,8 @@ class ModelCalls(Services):
                 f"{'is' if len(hidden) == 1 else 'are'} left out."
             )
         headers = ["system", *[short[b] for b in names]]
-        caption = f"Passages shared between the top-{k} lists"
+        shown = max((len(h) for h in hits.values()), default=k)  # a study's passages left out
+        caption = f"Passages shared between the top-{shown} lists"
         return SearchView(tables, render.table_html(caption, headers, overlap), note)
 
 

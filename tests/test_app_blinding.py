@@ -190,3 +190,4 @@ def test_search_never_shows_a_passage_of_a_running_study(app, monkeypatch):
     assert ranked and shown and not any("Great Wall" in t for t in shown)
     assert all([row[0] for row in table] == list(range(1, len(table) + 1)) for table in ranked)
     assert "1 passage of a rating study running now is left out" in view.note
+    assert "between the top-2 lists" in view.overlap  # what the lists show, not the k asked

@@ -99,6 +99,7 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
     headers, rows = table_cells(overlap)
     assert headers[0] == "system" and len(rows) == 4 and headers[1:] == [r[0] for r in rows]
     assert all(rows[i][i + 1] == "3" for i in range(4))  # each list with itself
+    assert "between the top-3 lists" in overlap
     assert "c.txt: 5 passages; top 3" in note and calls  # progress was reported
     assert len(list((tmp_path / "cache" / "search").glob("*.npy"))) == 4
 
