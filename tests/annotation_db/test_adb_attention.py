@@ -271,14 +271,15 @@ def _walk(store, token, gold_texts, limit=None):
 
 def test_every_rater_gets_the_planned_checks_among_their_items(sqlite_store, adb):
     """6 checks in the study, 3 per rater among 8 items: each rater who does 8 items meets at
-    least 3 (an extra one now and then), none as the first item, and raters meet different
-    checks."""
+    least 3 (an extra one now and then: each other position is a check with probability
+    EXTRA_CHECK_RATE, so no upper bound below the study's 6 holds every time), none as the
+    first item, and raters meet different checks."""
     settings = AttentionSettings(items_per_rater=8, checks_per_rater=3)
     gold = _study(sqlite_store, adb, n_items=40, n_gold=6, k=3, attention=settings)
     firsts, sets = [], []
     for inv in sqlite_store.invite_many("s", [f"r{i}" for i in range(12)]):
         n, checks = _walk(sqlite_store, inv.token, gold, limit=8)
-        assert n == 8 and 3 <= len(checks) <= 5, checks
+        assert n == 8 and len(checks) >= 3, checks
         assert all(pos != 1 for pos, _ in checks)
         firsts.append(checks[0][1])
         sets.append(frozenset(t for _, t in checks))
