@@ -4,6 +4,7 @@ other conditions than the report it joins."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from tiny_models import tiny_engine
@@ -106,10 +107,35 @@ def test_an_adapter_whose_weights_changed_between_parts_is_refused(tmp_path):
     changed = {**conditions, "adapters": merge.adapter_record({"m": path})}
     with pytest.raises(InputError, match="adapter 'm'"):
         merge.check_engine(conditions, changed, "X")
-    elsewhere = _adapter(tmp_path / "other", b"first weights")
-    moved = {**conditions, "adapters": merge.adapter_record({"m": elsewhere})}
+    other = _adapter(tmp_path / "other", b"other weights")
+    elsewhere = {**conditions, "adapters": merge.adapter_record({"m": other})}
     with pytest.raises(InputError, match="adapter 'm'"):
-        merge.check_engine(conditions, moved, "X")
+        merge.check_engine(conditions, elsewhere, "X")
+
+
+def test_an_adapter_moved_with_the_same_files_is_the_same_but_not_if_its_calibration_changed(
+    tmp_path,
+):
+    path = _adapter(tmp_path / "checkpoint", b"weights")
+    (tmp_path / "checkpoint" / "magnet_config.json").write_text('{"span_end_bias": 0.5}')
+    then = {"adapters": merge.adapter_record({"m": path})}
+    shipped = tmp_path / "shipped"
+    shutil.copytree(path, shipped)
+    shutil.rmtree(path)  # the checkpoint folder is gone, its files live on under another name
+    merge.check_engine(then, {"adapters": merge.adapter_record({"m": str(shipped)})}, "X")
+    (shipped / "magnet_config.json").write_text('{"span_end_bias": 0.9}')
+    with pytest.raises(InputError, match="adapter 'm'"):
+        merge.check_engine(then, {"adapters": merge.adapter_record({"m": str(shipped)})}, "X")
+    # a record from before the files' hash: the weights decide
+    old = {"adapters": {"m": {"path": "/gone", "sha256": then["adapters"]["m"]["sha256"]}}}
+    merge.check_engine(old, {"adapters": merge.adapter_record({"m": str(shipped)})}, "X")
+
+
+def test_a_part_with_other_attempts_per_prompted_reply_is_refused():
+    then, now = {"prompt_asks": 1, "adapters": {}}, {"prompt_asks": 3, "adapters": {}}
+    with pytest.raises(InputError, match="attempts per reply"):
+        merge.check_engine(then, now, "X")
+    merge.check_engine({"adapters": {}}, now, "X")  # a report from before the field
 
 
 def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_path):

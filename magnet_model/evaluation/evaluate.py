@@ -68,6 +68,7 @@ import torch
 
 from .. import systems as table
 from ..errors import MagnetError
+from ..inference import prompted
 from . import merge, scoring
 from .config import (  # noqa: F401 (the evaluator's names, as before the split)
     DEFAULT_OUTPUT,
@@ -322,7 +323,9 @@ def engine_conditions(engine) -> dict:
         # the prompted baselines' formats (prompts.py) and copy guard (0: off)
         "prompt_formats": engine.prompt_formats(table.for_task("infill")),
         "prompt_no_copy": engine.runner.prompt_no_copy,
-        # where each adapter came from and its weights' hash (a later part must match)
+        # how often a chat reply or an empty answer is asked again (inference/prompted.py)
+        "prompt_asks": prompted.ASKS,
+        # where each adapter came from and its files' hashes (a later part must match)
         "adapters": adapter_record(engine.runner.loaded.adapters),
     }
 

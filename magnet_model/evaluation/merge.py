@@ -4,9 +4,10 @@ A full run at the default sizes takes longer on a 2-core CPU than one sitting al
 tasks may run in parts: the first writes DIR, each later one runs other tasks (or the same ones
 again) and adds them to DIR's report. The parts must measure the same thing, so a part is
 refused before it starts when its conditions differ from the report's: seed, sizes, domains,
-quick mode, the decoding settings (loop guard, sentence rule, prompt formats, copy guard), the
-machine's dtype, device and torch, and the adapter behind every name both parts use. The merged
-report keeps every command, in order, and its targets are judged anew on all its tasks.
+quick mode, the decoding settings (loop guard, sentence rule, prompt formats, copy guard,
+attempts per reply), the machine's dtype, device and torch, and the adapter behind every name
+both parts use (its files, wherever its folder now is). The merged report keeps every command,
+in order, and its targets are judged anew on all its tasks.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ SAME_ENGINE = {
     "fill_close_sentences": "--fill-close-sentences",
     "prompt_formats": "--prompt-format",
     "prompt_no_copy": "--prompt-no-copy",
+    "prompt_asks": "the prompted baselines' attempts per reply (prompted.ASKS)",
 }
 SAME_HARDWARE = {k: k for k in ("cpu", "device", "gpu", "dtype", "torch")}
 
@@ -76,10 +78,18 @@ def check_run(earlier: dict, now: dict, folder) -> None:
     _refuse(folder, _differ(earlier, now, SAME_RUN))
 
 
+# the files besides the weights that decide what an adapter does (its role rows and its
+# MAGNET settings, the calibrated <span_end> among them); adapter_config.json is left out: the
+# base model's name in it changes when a folder is published, and its rank and targets are in
+# the weights' shapes
+BEHAVIOUR_FILES = ("role_rows.safetensors", "magnet_config.json")
+
+
 def adapter_record(adapters: dict[str, str]) -> dict[str, dict]:
-    """name -> where the adapter came from (a local folder resolved, else the Hub id as given)
-    and the SHA-256 of its weights file (a local folder only), for a report to keep: a later
-    part is refused if a name points elsewhere or the weights there have changed."""
+    """name -> where the adapter came from (a local folder resolved, else the Hub id as given),
+    the SHA-256 of its weights file and of its other behaviour files (BEHAVIOUR_FILES; a local
+    folder only), for a report to keep: a later part is refused if a name points to an adapter
+    whose files differ. A folder moved or copied with the same files is the same adapter."""
     out = {}
     for name, ref in adapters.items():
         path = Path(ref).expanduser()
@@ -89,6 +99,11 @@ def adapter_record(adapters: dict[str, str]) -> dict[str, dict]:
             weights = path / "adapter_model.safetensors"
             if weights.is_file():
                 entry["sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+                h = hashlib.sha256()
+                for rel in BEHAVIOUR_FILES:
+                    f = path / rel
+                    h.update(rel.encode() + b"\0" + (f.read_bytes() if f.is_file() else b""))
+                entry["files_sha256"] = h.hexdigest()[:16]
         out[name] = entry
     return out
 
@@ -112,8 +127,14 @@ def adapters_of(report: dict) -> dict[str, dict] | None:
 
 
 def _same_adapter(a: dict, b: dict) -> bool:
+    """The same adapter: the same weights and behaviour files wherever the folder now is (a
+    record from before the files' hash: the same weights), else, with no hash to compare (a
+    Hub id, a report from before hashes), the same place."""
     if a.get("sha256") and b.get("sha256"):
-        return a["sha256"] == b["sha256"] and a["path"] == b["path"]
+        if a["sha256"] != b["sha256"]:
+            return False
+        files = a.get("files_sha256"), b.get("files_sha256")
+        return None in files or files[0] == files[1]
     return a["path"] == b["path"]
 
 
