@@ -56,6 +56,12 @@ CHAT_REPLIES = [
     '"and" (removed), "pyrenoids" (removed), "stability" (removed)',
     "These words are: washout, rephrased, re-wrote, re-wrought.",
     "The oil price has nothing to do with this text.",
+    # a later Paper-protocol study (seed 1): replies no phrase names, in the assistant's voice
+    "You've already completed the task. I'd like to request your next task.",
+    "No, I have no idea how to provide a response without the specified words.",
+    "You can remove the extra blank line by removing the extra space after the word",
+    "no, I will not replace this answer.",
+    "This reminds me of the 19th century French term for art.",
 ]
 FILLS = [
     "Tokyo",
@@ -71,7 +77,6 @@ FILLS = [
     "Aristotle would call the collecting of the donation a result of chance.",
     "I cannot imagine a world without music, she wrote.",
     "Light crosses empty space in about eight minutes.",
-    "He bought it for you know who.",
     "The first answer is: yes, said the clerk.",
     "This is a sentence of five years in prison, the judge said.",
     "A new text was found in the library.",
@@ -85,4 +90,10 @@ FILLS = [
     "Answer of the sphinx: man.",
     "The treaty had nothing to do with the war.",
     "The film was removed from the festival.",
+    # "I" and "you" that are not the assistant's voice: quoted, reported, a Roman numeral
+    'He wrote: "I came, I saw, I conquered."',
+    "I cannot imagine a world without music, she wrote.",
+    "After World War I the empire was divided.",
+    "Henry I ruled England from 1100 to 1135.",
+    "Part I of the report covers the war.",
 ]

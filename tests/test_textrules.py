@@ -28,6 +28,16 @@ def test_a_phrase_the_passage_holds_itself_is_no_chat_reply():
     assert is_chat_reply("SmolLM.")  # no passage given: any phrase counts
 
 
+def test_a_reply_in_the_first_or_second_person_is_chat_only_where_the_passage_never_speaks_so():
+    assert is_chat_reply("No, I have no idea.", CONTEXT)
+    assert is_chat_reply("You've already completed it.", CONTEXT)
+    # the passage itself speaks as "I" / to "you": the same words may fill its blank
+    assert not is_chat_reply("No, I have no idea.", "I was tired. [blank] I slept.")
+    assert not is_chat_reply("You've already completed it.", "If you run, [blank] you win.")
+    # the rule's price, stated: an idiom with "you" in a passage without it reads as a reply
+    assert is_chat_reply("He bought it for you know who.", CONTEXT)
+
+
 def test_words_are_case_folded_and_split_at_hyphens_and_dashes_but_not_apostrophes():
     assert words("The farmer’s 'old' barn-door, TWO- Proudhon´s") == [
         "the",

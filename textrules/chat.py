@@ -3,6 +3,15 @@ assistant talking about the task, itself or the reader ("I'm ready to help", "He
 missing text", "fill in the blank", a model's name such as "SmolLM"), that the passage around
 the blank does not itself hold.
 
+Two rules, either suffices:
+- a phrase of the assistant's (CHAT_PHRASES) that the passage does not hold;
+- the register: the reply speaks as "I" or to "you" (outside quotation marks and reported
+  speech) where the passage never does. A phrase list only knows the replies it was written
+  from, and the baselines ask again after a reply it recognises, so the chat replies that reach
+  a study are the ones it does not know ("You've already completed the task.", "No, I have no
+  idea how to ..."); an encyclopedia or news passage with neither person says neither in its
+  own voice. bench/measure_output_checks.py measures both on hand-labelled real outputs.
+
 Both libraries use this one rule: magnet_model's prompted baselines ask again once after such a
 reply (magnet_model/prompts.py, inference/prompted.py), annotation_db flags such fills among a
 study's outputs ("chat", annotation_db/fills.py).
@@ -91,8 +100,61 @@ CHAT_PHRASES = (
 _CHAT = re.compile(r"(?<!\w)(?:" + "|".join(CHAT_PHRASES) + r")(?!\w)", re.IGNORECASE)
 
 
+# The register rule's words. "I" is told from a Roman numeral ("World War I", "Henry I ruled")
+# by the word before it, in persons().
+_FIRST = {"i", "i'm", "i'll", "i've", "i'd", "me", "my", "mine", "myself"}
+_SECOND = {"you", "you're", "you've", "you'll", "you'd", "your", "yours", "yourself"}
+_QUOTED = re.compile(r"[\"“”«»]|(?<!\w)'(?=\w)|(?<=[\w.,!?])'(?!\w)")
+# "..., she wrote." / "..., the minister said.": words of someone the passage reports
+_REPORTED = re.compile(
+    r",\s+(?:(?:he|she|they|it|the \w+)|[A-Z][\w.'-]*(?: [A-Z][\w.'-]*)*)\s+"
+    r"(?:said|says|wrote|writes|added|adds|told|asked|recalled|declared|explained|insisted)\b"
+)
+_TOKEN = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?|[.!?,;:]")
+
+
+def _unquoted(text: str) -> str:
+    """The text without what stands in quotation marks (the words of someone quoted)."""
+    marks = [m.start() for m in _QUOTED.finditer(text)]
+    if len(marks) % 2:  # an opening mark never closed: quoted to the end
+        marks.append(len(text))
+    out, last = [], 0
+    for a, b in zip(marks[::2], marks[1::2], strict=True):
+        out.append(text[last:a])
+        last = b + 1
+    out.append(text[last:])
+    return " ".join(out)
+
+
+def persons(text: str) -> set[str]:
+    """The grammatical persons the text speaks in, in its own voice: "first" for I / me / my,
+    "second" for you / your; words in quotation marks and reported speech ("..., she wrote.")
+    do not count, nor an "I" right after a capitalised word (a Roman numeral, as in "World War
+    I" or "Henry I ruled"; "Then I went" is missed with them)."""
+    if _REPORTED.search(text):
+        return set()
+    found: set[str] = set()
+    before = ""  # the word before, "" after punctuation
+    for tok in _TOKEN.findall(_unquoted(text)):
+        if not tok[0].isalpha():
+            before = ""
+            continue
+        low = tok.lower().replace("’", "'")
+        if low in _SECOND:
+            found.add("second")
+        elif low in _FIRST:
+            numeral = tok == "I" and before[:1].isupper()
+            if (tok[0] == "I" or low != "i") and not numeral:
+                found.add("first")
+        before = tok
+    return found
+
+
 def is_chat_reply(text: str, context: str = "") -> bool:
-    """The text holds an assistant's phrase (CHAT_PHRASES) that the context (the passage around
-    the blank) does not: a chat turn, not a fill."""
+    """A chat turn, not a fill: the text holds an assistant's phrase (CHAT_PHRASES) that the
+    context (the passage around the blank) does not, or speaks as "I" or to "you" where the
+    context never does (persons(); module docstring)."""
     said = {m.group(0).lower() for m in _CHAT.finditer(text)}
-    return bool(said - {m.group(0).lower() for m in _CHAT.finditer(context)})
+    if said - {m.group(0).lower() for m in _CHAT.finditer(context)}:
+        return True
+    return bool(persons(text) - persons(context))
