@@ -524,6 +524,25 @@ def test_two_adapters_are_compared_case_by_case_and_the_baselines_are_reused(tmp
     assert "Paired, random-window infill, wikipedia: magnet vs magnet2" in md
 
 
+def test_adapters_compared_without_the_prompted_baselines_make_no_prompted_fill(tmp_path):
+    engine = _two_magnets()
+    argv = ["--tasks", "infill,units", "--systems", "base,magnet,magnet2", "--suites", "phrase"]
+    argv += ["--domains", "wikipedia", "--n-passages", "6", "--unit-fills", "6", "--no-progress"]
+    argv += ["--baseline-cache", str(tmp_path / "cache"), "--no-prompted"]
+    assert ev.main([*argv, "--output", str(tmp_path / "out")], engine=engine) == 0
+    report = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert report["prompted"] is False and report["baseline_cache"]["computed"] == 0
+    suite = report["tasks"]["units"]["suites"]["wikipedia/phrase"]
+    assert set(suite["systems"]) == {"base", "magnet", "magnet2"}
+    assert set(suite["systems"]["base"]) == {"left_only_ppl"}
+    assert "magnet vs magnet2" in suite["paired"]
+    base = report["tasks"]["infill"]["systems"]["base"]
+    assert "causal_left_ppl" in base and not any(k.endswith("_shot_ppl") for k in base)
+    assert "magnet vs magnet2" in report["tasks"]["infill"]["paired"]["wikipedia"]
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "left out of the infill and units tasks (`--no-prompted`)" in md
+
+
 def test_watch_mode_is_the_sentence_suite_and_an_sts_subset_unless_told_otherwise():
     cfg = parse(["--watch"])
     assert cfg.tasks == ["units", "sts"] and cfg.suites == ["sentence"]

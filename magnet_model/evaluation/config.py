@@ -107,6 +107,9 @@ class EvalConfig:
     baseline_cache: Path | None = None
     # a folder whose report this run's tasks are added to (merge.py; it is also the output)
     add_to: Path | None = None
+    # the prompted baselines' fills and span PPLs in the infill and units tasks (False: the
+    # adapters alone, with the base model's left-only rows; to compare adapters cheaply)
+    prompted: bool = True
 
 
 def _names(value: str, known: tuple[str, ...] | None, what: str) -> list[str]:
@@ -183,6 +186,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         quick=args.quick or args.watch,
         seed=args.seed,
         batch_size=args.batch_size,
+        prompted=args.prompted,
         output=output,
         progress=not args.no_progress,
         add_to=add_to,
@@ -261,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-baseline-cache",
         action="store_true",
         help="compute the prompted baselines anew and keep nothing",
+    )
+    p.add_argument(
+        "--no-prompted",
+        dest="prompted",
+        action="store_false",
+        help="infill, units: leave out the prompted baselines (their fills are most of these "
+        "tasks' time when the cache misses); the adapters and the base model's left-only "
+        "rows only, to compare adapters",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(

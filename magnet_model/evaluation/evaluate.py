@@ -309,6 +309,8 @@ def run_conditions(cfg: EvalConfig) -> dict:
         "sizes": asdict(cfg.sizes),
         "domains": list(cfg.domains),
         "heldout": str(cfg.heldout.resolve()) if cfg.heldout else None,
+        # False: --no-prompted (the infill and units tasks without the prompted baselines)
+        "prompted": cfg.prompted,
     }
 
 

@@ -49,7 +49,7 @@ def task_infill(run: Run) -> dict:
             "causal_left_ppl": scoring.span_perplexity(scoring.causal_span_nll(e, cases, s.name, b))
         }
         to_fill = cases[: z.n_infills]
-        if s.name == "base":
+        if s.name == "base" and run.cfg.prompted:
             for (key, _), row in zip(PROMPTED_KEYS, PROMPTED_ROWS, strict=True):
                 shots = row.shots
                 nll = run.baselines.span_nll(cases, shots, max(1, b // 2))
@@ -186,7 +186,7 @@ def _infill_examples(run: Run, cases: list, generated: dict[str, list]) -> list[
     """The blanked passage, the truth, each system's infill (prompted ones generated here
     when the fills measured did not cover the case)."""
     cap = run.cfg.sizes.max_span_tokens
-    base_ok = any(s.name == "base" and s.available for s in run.systems)
+    base_ok = run.cfg.prompted and any(s.name == "base" and s.available for s in run.systems)
     out = []
     for i, c in enumerate(cases):
         text = c.blanked("[blank]")

@@ -264,7 +264,9 @@ def render_markdown(report: dict) -> str:
         "",
         _close_note(report.get("fill_close_sentences")),
         "",
-        _prompt_note(report.get("prompt_formats"), report.get("prompt_no_copy")),
+        _prompt_note(
+            report.get("prompt_formats"), report.get("prompt_no_copy"), report.get("prompted")
+        ),
         "",
         _cache_note(report.get("baseline_cache")),
         "",
@@ -313,8 +315,13 @@ def _close_note(close: bool | None) -> str:
     )
 
 
-def _prompt_note(formats: dict | None, no_copy: int | None) -> str:
-    """The prompted baselines' formats and copy guard."""
+def _prompt_note(formats: dict | None, no_copy: int | None, prompted: bool | None = True) -> str:
+    """The prompted baselines' formats and copy guard (or that the run left them out)."""
+    if prompted is False:
+        return (
+            "Prompted baselines: left out of the infill and units tasks (`--no-prompted`); "
+            "the adapters are compared with each other and the base model's left-only rows."
+        )
     if formats is None:
         return "Prompted baselines: formats not recorded (a report from before the formats)."
     asked = ", ".join(f"{table.title(s)} in `{f}`" for s, f in formats.items())

@@ -175,7 +175,8 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
     systems: dict = {}
     fills: dict[str, list] = {}
     base = {"left_only_ppl": span_perplexity(causal_span_nll(e, cases, None, b))}
-    for (key, name), row in zip(PROMPTED_KEYS, PROMPTED_ROWS, strict=True):
+    prompted = zip(PROMPTED_KEYS, PROMPTED_ROWS, strict=True) if run.cfg.prompted else ()
+    for (key, name), row in prompted:
         nll = run.baselines.span_nll(cases, row.shots, max(1, b // 2))
         base[f"{key}_ppl"] = span_perplexity(nll)
         results = [run.baselines.fill(t, row.shots, cap) for t in blanked]
