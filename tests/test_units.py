@@ -200,3 +200,35 @@ def test_decoding_with_a_gap_is_the_layout_it_was_trained_on(monkeypatch):
     assert job.position_gaps == [16, 3]
     blank = job.seq.blank_positions[0]
     assert job.seq.position_ids[blank + 1] == job.seq.position_ids[blank] + 17
+
+
+def test_a_length_hint_sets_a_blanks_gap_but_leaves_the_span_free_to_end(monkeypatch):
+    from dataclasses import replace
+
+    from tiny_models import tiny_engine
+
+    from magnet_model.errors import InputError
+    from magnet_model.inference.infill import infill_job
+
+    engine = tiny_engine()
+    text = "the river [blank] the old town and the river [blank] the sea"
+    meta = engine.runner.metas["magnet"]
+    monkeypatch.setitem(
+        engine.runner.metas, "magnet", replace(meta, gap=GapRule(16, hint_share=0.5))
+    )
+    job = infill_job(engine.runner, text, "[blank]", "magnet", None, None, length_hints=[5, None])
+    assert job.position_gaps == [5, 16]
+    assert job.fixed == [False, False]  # a hint is no fixed length: <span_end> stays allowed
+    both = infill_job(engine.runner, text, "[blank]", "magnet", None, [3, None], length_hints=7)
+    assert both.position_gaps == [3, 7]  # a fixed length is the hint where one is given
+    kw = dict(adapter="magnet", max_span_tokens=[5, 4])
+    hinted = engine.infill(text, length_hints=[5, None], **kw)
+    slow = engine.infill_reference(text, length_hints=[5, None], **kw)
+    assert [s.token_ids for s in hinted.spans] == [s.token_ids for s in slow.spans]
+    assert hinted.spans[0].token_ids != engine.infill(text, **kw).spans[0].token_ids
+    with pytest.raises(InputError, match="length hint"):
+        engine.infill(text, length_hints=[0, None], **kw)
+    # an adapter that never learnt to read gaps as lengths keeps its one gap
+    monkeypatch.setitem(engine.runner.metas, "magnet", replace(meta, gap=GapRule(16)))
+    plain = infill_job(engine.runner, text, "[blank]", "magnet", None, None, length_hints=5)
+    assert plain.position_gaps == [16, 16]

@@ -138,9 +138,13 @@ class Engine:
         reference: bool = False,
         fill_no_repeat: int | None = None,
         fill_close_sentences: bool | None = None,
+        length_hints: int | Sequence[int | None] | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
+        length_hints: per blank (or one for all) the length in tokens the fill is expected to
+        have, given to a model trained to read its gap as one (layout.GapRule); the span still
+        ends by itself. None: unknown (the adapter's default gap).
         fill_no_repeat: the loop guard's n for this request (no n-gram of tokens twice in a
         span, guard.py; 0: off; None: the engine's setting, MAGNET_FILL_NO_REPEAT).
         fill_close_sentences: whether a blank between sentences is filled until a sentence
@@ -158,6 +162,7 @@ class Engine:
             s,
             fill_no_repeat,
             fill_close_sentences,
+            length_hints,
         )
         if reference:
             return infill_reference(*args)

@@ -61,10 +61,14 @@ def infill_job(
     fixed_lengths,
     no_repeat=None,
     close_sentences=None,
+    length_hints=None,
 ) -> InfillJob:
     """A validated request: pieces, span limits, the hybrid layout of the context, the loop
-    guard's n (None: the engine's, Runner.fill_no_repeat) and whether a blank that stands
-    between sentences must end one (None: the engine's, Runner.fill_close_sentences)."""
+    guard's n (None: the engine's, Runner.fill_no_repeat), whether a blank that stands
+    between sentences must end one (None: the engine's, Runner.fill_close_sentences), and per
+    blank an expected length in tokens (length_hints; None: unknown) that a model trained to
+    read gaps as lengths is given as one, without fixing the length (a fixed length is one
+    too)."""
     if close_sentences is None:
         close_sentences = runner.fill_close_sentences
     if not isinstance(close_sentences, bool):
@@ -79,6 +83,10 @@ def infill_job(
     n = len(pieces) - 1
     maxes = per_blank(max_span_tokens, n, "max_span_tokens")
     fixed = per_blank(fixed_lengths, n, "fixed_lengths")
+    hints = per_blank(length_hints, n, "length_hints")
+    for h in hints:
+        if h is not None and (isinstance(h, bool) or not isinstance(h, int) or h < 1):
+            raise InputError(f"A length hint must be a whole number of at least 1, not {h!r}.")
     limits = []
     for m, f in zip(maxes, fixed, strict=True):
         lim = f if f is not None else (m if m is not None else runner.config.max_span_tokens)
@@ -90,7 +98,10 @@ def infill_job(
     piece_ids = [runner.encode(p) for p in stripped]
     bos = runner.bos(adapter)
     rule = runner.gap_rule(adapter)
-    gaps = [rule.inference_gap(f) for f in fixed]  # a fixed length is a length hint
+    # a fixed length is a length hint; a hint without one leaves the span free to end
+    gaps = [
+        rule.inference_gap(f if f is not None else h) for f, h in zip(fixed, hints, strict=True)
+    ]
     seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, False, gaps)
     last = max(seq.span_position(k, lim) for k, lim in enumerate(limits))
     need = max(seq.context_length + max(limits), max(seq.position_ids) + 1, last + 1)
@@ -263,12 +274,14 @@ def infill_lane(
     sampling: Sampling,
     no_repeat: int | None = None,
     close_sentences: bool | None = None,
+    length_hints=None,
 ) -> Lane:
     """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
     t0 = time.perf_counter()
     job = infill_job(
-        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat, close_sentences
-    )
+        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
+        close_sentences, length_hints,
+    )  # fmt: skip
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
     lane = Lane(name, None)
@@ -293,12 +306,14 @@ def infill_reference(
     sampling: Sampling,
     no_repeat: int | None = None,
     close_sentences: bool | None = None,
+    length_hints=None,
 ) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
     t0 = time.perf_counter()
     job = infill_job(
-        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat, close_sentences
-    )
+        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
+        close_sentences, length_hints,
+    )  # fmt: skip
     s = sampling.start()
     with runner.using(adapter) as name:
         generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))
