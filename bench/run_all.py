@@ -56,7 +56,9 @@ replies of the prompted baselines with and without their re-ask) by
 MAGNET fills against no guard, on the same unit-suite fills, by
 `python bench/bench_fill_guard.py --adapter DIR` (`results/fill_guard.json`); the prompted
 baselines' prompt formats on the same suites by `python bench/bench_prompt_formats.py`
-(`results/prompt_formats.json`).
+(`results/prompt_formats.json`); MAGNET fills' lengths with a length hint (the true one, a
+fixed one, or the best of several by how the text after the blank reads) against none by
+`python bench/bench_length_hints.py --adapter DIR` (`results/length_hints.json`).
 """
 
 

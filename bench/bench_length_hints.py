@@ -1,0 +1,184 @@
+"""How long MAGNET's fills are, and whether telling the model a length fixes it (issue 35).
+
+    python bench/bench_length_hints.py --adapter adapters/magnet [--fills 80]
+        [--suites phrase,word,window] [--domains wikipedia,news]
+        [--settings none,truth,4,12,24,best:4+12+24+none] [--scorer magnet]
+
+A model trained with length hints (layout.GapRule: hint_share > 0) reads the positions left
+between a <blank> and the text after it as the span's length; a blank of unknown length gets
+the adapter's default gap (32 for the shipped adapter). Phrase and word blanks then run on and
+random windows end early (docs/evaluation.md). This measures, on the evaluator's held-out cases
+(unit suites, and random 8-32-token windows as the `infill` task cuts them), greedy fills under:
+- `none`: no hint (the default gap; what the app and studies do today);
+- `truth`: the true span's length as the hint (an oracle: the best a hint can do);
+- `N`: a hint of N tokens for every blank;
+- `best:A+B+...`: one fill per hint (`none` among them: the default gap), and the one kept
+  after which the text that follows the blank reads best: the lowest NLL of the first
+  RIGHT_TOKENS tokens after the blank, given the text before it and the fill, under the
+  `--scorer` (the MAGNET adapter read causally, or the base model).
+Per suite and setting: the written length against the truth (summed tokens, and the share of
+fills within 0.5-2x the truth), the shape (one complete sentence for sentences, no sentence
+end for phrases and words), fills stopped before the cap and with a repeated 3-gram, each
+share with its 95% interval and paired against `none` (McNemar). Writes
+bench/results/length_hints.json (and .md) with every fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import Row, write_report
+
+from magnet_model.evaluation.fills import fill_tokens
+from magnet_model.evaluation.stats import paired_shares, share
+from magnet_model.evaluation.suites import fill_flags, unit_cases
+
+CAP = 64
+RIGHT_TOKENS = 8  # tokens after the blank that judge a fill in best:...
+WINDOW = "window"  # the infill task's random 8-32-token windows
+
+
+def hints_of(name: str, case) -> list:
+    """A setting's hints for one case: one per fill it makes (None: the default gap)."""
+    if name.startswith("best:"):
+        return [h for part in name[5:].split("+") for h in hints_of(part, case)]
+    if name == "none":
+        return [None]
+    if name == "truth":
+        return [case.n_tokens]
+    return [int(name)]
+
+
+def right_nll(engine, scorer, case, result) -> float:
+    """NLL of the first RIGHT_TOKENS tokens after the blank, read after the text before it
+    and the fill (a causal reading, scorer: an adapter name or None for the base model)."""
+    from magnet_model.evaluation.scoring import Row as ScoreRow
+    from magnet_model.evaluation.scoring import row_nlls
+    from magnet_model.layout import IGNORE
+
+    fill = list(result.spans[0].token_ids)
+    right = case.right_ids[:RIGHT_TOKENS]
+    ids = case.left_ids + fill + right
+    labels = [IGNORE] * (len(case.left_ids) + len(fill) - 1) + right + [IGNORE]
+    return float(row_nlls(engine, [ScoreRow(ids, labels)], scorer, "causal", 1)[0].sum())
+
+
+def fill_setting(engine, cases: list, name: str, scorer, made: dict) -> tuple[list, list]:
+    """Each case's kept fill under one setting, and the hint it was made with (made: the
+    fills made so far, by case and hint, reused across settings: greedy fills repeat)."""
+    kept, chosen = [], []
+    for i, c in enumerate(cases):
+        text = c.blanked("[blank]")
+        options = []
+        for h in hints_of(name, c):
+            if (i, h) not in made:
+                made[i, h] = engine.infill(
+                    text, adapter="magnet", max_span_tokens=CAP, length_hints=h
+                )
+            options.append((h, made[i, h]))
+        if len(options) > 1:
+            scores = [right_nll(engine, scorer, c, r) for _, r in options]
+            h, r = options[min(range(len(options)), key=scores.__getitem__)]
+        else:
+            h, r = options[0]
+        kept.append(r)
+        chosen.append(h)
+    return kept, chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--adapter", default="adapters/magnet", help="the MAGNET adapter folder")
+    p.add_argument("--fills", type=int, default=80, help="cases per suite and domain")
+    p.add_argument("--suites", default="phrase,word,window")
+    p.add_argument("--domains", default="wikipedia,news")
+    p.add_argument("--settings", default="none,truth,4,12,24,best:4+12+24+none")
+    p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default="length_hints")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from magnet_model.data import lee_background_docs, wikipedia_paragraphs
+    from magnet_model.evaluation.scoring import span_cases
+    from magnet_model.inference.engine import Engine
+    from magnet_model.settings import ModelSpec
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    engine = Engine.from_spec(ModelSpec(adapters={"magnet": args.adapter}))
+    if not engine.runner.gap_rule("magnet").hints:
+        raise SystemExit(f"{args.adapter} was not trained to read length hints (its gap rule).")
+    scorer = "magnet" if args.scorer == "magnet" else None
+    sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
+    names = [s.strip() for s in args.settings.split(",") if s.strip()]
+    report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
+    head = ("length / truth", "within 0.5-2x", "shape", "stopped", "repeated 3-gram")
+    lines = ["| suite | setting | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    rows: list[Row] = []
+    t0 = time.perf_counter()
+    for domain in args.domains.split(","):
+        passages = sources[domain]()
+        for kind in args.suites.split(","):
+            if kind == WINDOW:
+                cases = span_cases(engine.tokenizer, passages, args.fills, args.seed, 192)
+            else:
+                cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+            truth = [c.n_tokens for c in cases]
+            key = f"{domain}/{kind}"
+            per: dict = {}
+            made: dict = {}
+            for name in names:
+                results, chosen = fill_setting(engine, cases, name, scorer, made)
+                shape_kind = "phrase" if kind == WINDOW else kind  # a window: no sentence rule
+                flags = fill_flags(engine, shape_kind, results, "magnet")
+                written = [fill_tokens(engine, r.spans[0].text.strip()) for r in results]
+                pairs = zip(written, truth, strict=True)
+                flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in pairs]
+                per[name] = {
+                    "flags": flags,
+                    "length_ratio": sum(written) / sum(truth),
+                    "hints": chosen,
+                    "fills": [r.spans[0].text.strip() for r in results],
+                }
+            if key not in report["suites"]:
+                report["suites"][key] = {"truths": [c.span_text.strip() for c in cases]}
+            report["suites"][key].update(per)
+            shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
+            off = per.get("none")
+            for name, r in per.items():
+                cells = [f"{r['length_ratio']:.2f}"]
+                for flag in ("within_2x", shape, "stopped", "repeat_3gram"):
+                    s = share(r["flags"][flag])
+                    cell = f"{s['share']:.0%} ({s['lo']:.0%}-{s['hi']:.0%})"
+                    if off is not None and name != "none":
+                        d = paired_shares(r["flags"][flag], off["flags"][flag])
+                        cell += f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})"
+                        r.setdefault("paired_vs_none", {})[flag] = d
+                    cells.append(cell)
+                lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
+                if off is not None and name != "none":
+                    rows.append(
+                        Row(
+                            f"{key}: fills within 0.5-2x the true length, {name} vs none",
+                            sum(r["flags"]["within_2x"]) / len(cases),
+                            "share",
+                            sum(off["flags"]["within_2x"]) / len(cases),
+                            "none (the default gap), same cases",
+                        )
+                    )
+            print("\n".join(lines[-len(per) :]), flush=True)
+    table = "\n".join(lines)
+    print(table)
+    report["table"] = table
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    runner = engine.runner
+    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
