@@ -20,7 +20,7 @@ Per suite and setting: the written length against the truth (summed tokens, and 
 fills within 0.5-2x the truth), the shape (one complete sentence for sentences, no sentence
 end for phrases and words), fills stopped before the cap and with a repeated 3-gram, each
 share with its 95% interval and paired against `none` (McNemar). Writes
-bench/results/length_hints.json (and .md) with every fill.
+bench/results/length_hints.json with the table and every fill.
 """
 
 from __future__ import annotations
