@@ -25,9 +25,9 @@ import argparse
 import time
 
 from common import Row, write_report
+from unit_fills import heldout_sources, magnet_engine, share_cell
 
 from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.stats import paired_shares, share
 from magnet_model.evaluation.suites import SUITES, fill_flags, unit_cases
 
 CAP = 64
@@ -75,16 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="fill_guard")
     args = p.parse_args(argv)
 
-    import torch
-
-    from magnet_model.data import lee_background_docs, wikipedia_paragraphs
-    from magnet_model.inference.engine import Engine
-    from magnet_model.settings import ModelSpec
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    engine = Engine.from_spec(ModelSpec(adapters={"magnet": args.adapter}))
-    sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
+    engine = magnet_engine(args.adapter, args.threads)
+    sources = heldout_sources()
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
     report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
     rows: list[Row] = []
@@ -111,11 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                 shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
                 cells = []
                 for flag in ("repeat_3gram", shape, "stopped"):
-                    s = share(r["flags"][flag])
-                    cell = f"{s['share']:.0%} ({s['lo']:.0%}–{s['hi']:.0%})"
-                    if off is not None and name != args.against:
-                        d = paired_shares(r["flags"][flag], off["flags"][flag])
-                        cell += f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})"
+                    paired = off is not None and name != args.against
+                    cell, d = share_cell(r["flags"][flag], off["flags"][flag] if paired else None)
+                    if d is not None:
                         r.setdefault("paired_vs_off", {})[flag] = d
                     cells.append(cell)
                 cells.append(f"{r['length_ratio']:.2f}")

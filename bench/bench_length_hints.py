@@ -29,9 +29,9 @@ import argparse
 import time
 
 from common import Row, write_report
+from unit_fills import heldout_sources, magnet_engine, share_cell
 
 from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.stats import paired_shares, share
 from magnet_model.evaluation.suites import fill_flags, unit_cases
 
 CAP = 64
@@ -100,20 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="length_hints")
     args = p.parse_args(argv)
 
-    import torch
-
-    from magnet_model.data import lee_background_docs, wikipedia_paragraphs
     from magnet_model.evaluation.scoring import span_cases
-    from magnet_model.inference.engine import Engine
-    from magnet_model.settings import ModelSpec
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    engine = Engine.from_spec(ModelSpec(adapters={"magnet": args.adapter}))
+    engine = magnet_engine(args.adapter, args.threads)
     if not engine.runner.gap_rule("magnet").hints:
         raise SystemExit(f"{args.adapter} was not trained to read length hints (its gap rule).")
     scorer = "magnet" if args.scorer == "magnet" else None
-    sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
+    sources = heldout_sources()
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
     report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
     head = ("length / truth", "within 0.5-2x", "shape", "stopped", "repeated 3-gram")
@@ -152,11 +145,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, r in per.items():
                 cells = [f"{r['length_ratio']:.2f}"]
                 for flag in ("within_2x", shape, "stopped", "repeat_3gram"):
-                    s = share(r["flags"][flag])
-                    cell = f"{s['share']:.0%} ({s['lo']:.0%}-{s['hi']:.0%})"
-                    if off is not None and name != "none":
-                        d = paired_shares(r["flags"][flag], off["flags"][flag])
-                        cell += f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})"
+                    paired = off is not None and name != "none"
+                    cell, d = share_cell(r["flags"][flag], off["flags"][flag] if paired else None)
+                    if d is not None:
                         r.setdefault("paired_vs_none", {})[flag] = d
                     cells.append(cell)
                 lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
