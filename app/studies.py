@@ -427,6 +427,7 @@ def build_study(
                 # a flagged output remade later runs with the same rules on any server
                 "fill_no_repeat": engine.runner.fill_no_repeat,
                 "fill_close_sentences": engine.runner.fill_close_sentences,
+                "fill_stop": engine.runner.fill_stop,
                 # the prompted baselines' format (by name, per system) and copy guard
                 "prompt_format": engine.prompt_formats(systems),
                 "prompt_no_copy": engine.runner.prompt_no_copy,

@@ -199,6 +199,13 @@ class ModelSettings(MagnetSettings):
         "its own; also `--fill-close-sentences on` or `off` (see docs/method.md)",
         json_schema_extra={"shown_default": "`1` (on)"},
     )
+    fill_stop: Literal["join", "model"] = Field(
+        "join",
+        description="MAGNET fills: where a fill of a free length ends: `join` cuts it, along "
+        "what it wrote, where the fill, its end and the text after the blank read likeliest "
+        "together; `model` keeps the end the model chose itself (phrase and word blanks then "
+        "run on); also `--fill-stop` (see docs/method.md)",
+    )
     prompt_format: str = Field(
         "auto",
         description="the prompted baselines' prompt format: `auto` (each system's measured "
@@ -256,6 +263,7 @@ class ModelSpec:
     decode: str = "auto"
     fill_no_repeat: int = 3  # MAGNET fills' loop guard (inference/guard.py); 0: off
     fill_close_sentences: bool = True  # a fill between sentences ends one (inference/infill.py)
+    fill_stop: str = "join"  # where a free fill ends (inference/stops.py); "model": its own end
     prompt_format: str = "auto"  # the prompted baselines' format (prompts.py); auto: measured
     prompt_no_copy: int = 6  # a prompted reply copies no run of this many words; 0: off
 
@@ -276,6 +284,7 @@ class ModelSpec:
             s.decode,
             s.fill_no_repeat,
             s.fill_close_sentences,
+            s.fill_stop,
             s.prompt_format,
             s.prompt_no_copy,
         )
@@ -305,6 +314,8 @@ class ModelSpec:
             raise ConfigError(
                 f"fill_close_sentences must be true or false, not {self.fill_close_sentences!r}."
             )
+        if self.fill_stop not in ("join", "model"):
+            raise ConfigError(f"fill_stop must be join or model, not {self.fill_stop!r}.")
         from .prompts import AUTO, FORMAT_NAMES
 
         if self.prompt_format not in (AUTO, *FORMAT_NAMES):
@@ -359,6 +370,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         metavar="on|off",
         help="MAGNET fills: a blank between sentences is filled until a sentence ends "
         "(MAGNET_FILL_CLOSE_SENTENCES, default on)",
+    )
+    g.add_argument(
+        "--fill-stop",
+        choices=("join", "model"),
+        help="MAGNET fills: join cuts a fill where it, its end and the text after the blank "
+        "read likeliest; model keeps the model's own end (MAGNET_FILL_STOP, default join)",
     )
     g.add_argument(
         "--prompt-format",

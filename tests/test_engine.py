@@ -100,6 +100,12 @@ def ids_of(result):
 @pytest.mark.parametrize("adapter", ["magnet", None])
 def test_cached_infill_equals_reference(engine, adapter):
     kw = dict(adapter=adapter, max_span_tokens=[6, 3, 9])
+    # the default stop rule's causal readings too (stops.py): the same cuts on both paths
+    fast = engine.infill(TEXT, **kw)
+    slow = engine.infill_reference(TEXT, **kw)
+    assert ids_of(fast) == ids_of(slow)
+    assert [s.end_reason for s in fast.spans] == [s.end_reason for s in slow.spans]
+    kw["fill_stop"] = "model"
     fast = engine.infill(TEXT, **kw)
     slow = engine.infill_reference(TEXT, **kw)
     assert ids_of(fast) == ids_of(slow)
@@ -126,9 +132,13 @@ def test_cached_path_does_not_reencode_the_context(engine, monkeypatch):
         return orig(*a, **kw)
 
     monkeypatch.setattr(inner, "forward", spy)
-    r = engine.infill("the cat [blank] on the mat .", max_span_tokens=5)
+    r = engine.infill("the cat [blank] on the mat .", max_span_tokens=5, fill_stop="model")
     context = r.context_tokens + 1  # + one <span_start>
     assert fed == [context, 1, 1, 1, 1]
+    # the stop rule reads its candidates in one more forward, after the span is decoded
+    fed.clear()
+    engine.infill("the cat [blank] on the mat .", max_span_tokens=5, fill_stop="join")
+    assert fed[:5] == [context, 1, 1, 1, 1] and len(fed) == 6 and fed[5] > context
 
 
 # ---------------------------------------------------------------- memorisation
@@ -196,7 +206,8 @@ def memoriser(tok):
 )
 def test_trained_model_infills_a_memorised_sentence(memoriser, text, spans):
     for reference in (False, True):
-        r = memoriser.infill(text, adapter=None, reference=reference)
+        # the model's own end: trained in the hybrid layout only, it cannot read causally
+        r = memoriser.infill(text, adapter=None, reference=reference, fill_stop="model")
         assert [s.text for s in r.spans] == spans
         assert all(s.stopped for s in r.spans)  # each span ended by itself at <span_end>
     assert r.filled == text.replace("[blank]", "{}").format(*spans)

@@ -211,3 +211,20 @@ def test_span_edges_never_fall_between_a_bare_space_and_its_digits():
         left, right = c.blanked("[blank]").split(" [blank]")
         assert tok(left.rstrip(), add_special_tokens=False).input_ids == c.left_ids
         assert tok(right, add_special_tokens=False).input_ids == c.right_ids
+
+
+def test_a_blank_keeps_the_punctuation_that_followed_the_span_attached():
+    def case(left, span, right):
+        return scoring.SpanCase([], [], [], left, span, right)
+
+    assert case("He came ", "home", ", then left.").blanked("[blank]") == (
+        "He came [blank], then left."
+    )
+    assert (
+        case("He came", " home", " then left.").blanked("[blank]") == "He came [blank] then left."
+    )
+    # word-level offsets keep the space in the span: one is put back before the next word
+    assert case("He came", " home ", "then left.").blanked("[blank]") == (
+        "He came [blank] then left."
+    )
+    assert case("He came ", "home", "").blanked("[blank]") == "He came [blank]"

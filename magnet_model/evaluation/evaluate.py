@@ -322,6 +322,8 @@ def engine_conditions(engine) -> dict:
         "fill_no_repeat": engine.runner.fill_no_repeat,
         # a blank between sentences filled until a sentence ends (inference/infill.py)
         "fill_close_sentences": engine.runner.fill_close_sentences,
+        # where a free fill ends: "join" or the model's own end (inference/stops.py)
+        "fill_stop": engine.runner.fill_stop,
         # the prompted baselines' formats (prompts.py) and copy guard (0: off)
         "prompt_formats": engine.prompt_formats(table.for_task("infill")),
         "prompt_no_copy": engine.runner.prompt_no_copy,
@@ -386,6 +388,8 @@ def main(argv: list[str] | None = None, engine=None) -> int:
             engine.config.fill_no_repeat = args.fill_no_repeat
         if args.fill_close_sentences is not None:
             engine.config.fill_close_sentences = args.fill_close_sentences
+        if args.fill_stop is not None:
+            engine.config.fill_stop = args.fill_stop
         if args.prompt_format is not None:
             engine.config.prompt_format = args.prompt_format
         if args.prompt_no_copy is not None:

@@ -31,6 +31,7 @@ SAME_RUN = {
 SAME_ENGINE = {
     "fill_no_repeat": "--fill-no-repeat",
     "fill_close_sentences": "--fill-close-sentences",
+    "fill_stop": "--fill-stop",
     "prompt_formats": "--prompt-format",
     "prompt_no_copy": "--prompt-no-copy",
     "prompt_asks": "the prompted baselines' attempts per reply (prompted.ASKS)",
@@ -140,6 +141,9 @@ def _same_adapter(a: dict, b: dict) -> bool:
 
 def check_engine(earlier: dict, now: dict, folder) -> None:
     """Once the model is loaded: decoding settings, machine, and the adapters behind names."""
+    if "fill_no_repeat" in earlier and "fill_stop" not in earlier:
+        # a report from before the stop rule: its fills ended where the model ended them
+        earlier = {**earlier, "fill_stop": "model"}
     bad = _differ(earlier, now, SAME_ENGINE)
     bad += _differ(earlier.get("hardware", {}), now.get("hardware", {}), SAME_HARDWARE)
     then, new = adapters_of(earlier), adapters_of(now) or {}

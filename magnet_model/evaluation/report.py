@@ -264,6 +264,8 @@ def render_markdown(report: dict) -> str:
         "",
         _close_note(report.get("fill_close_sentences")),
         "",
+        _stop_note(report.get("fill_stop")),
+        "",
         _prompt_note(
             report.get("prompt_formats"), report.get("prompt_no_copy"), report.get("prompted")
         ),
@@ -313,6 +315,18 @@ def _close_note(close: bool | None) -> str:
         "MAGNET fills: a blank between sentences is filled until a sentence ends "
         "(`--fill-close-sentences on`); inside a sentence the model stops where it likes."
     )
+
+
+def _stop_note(stop: str | None) -> str:
+    """Where the MAGNET fills of free length ended."""
+    if stop == "join":
+        return (
+            "MAGNET fills: each cut where the fill, its end and the text after the blank read "
+            "likeliest, along what it wrote (`--fill-stop join`)."
+        )
+    if stop == "model":
+        return "MAGNET fills: each ends where the model ends it (`--fill-stop model`)."
+    return "MAGNET fills: stop rule not recorded (a report from before it: the model's own end)."
 
 
 def _prompt_note(formats: dict | None, no_copy: int | None, prompted: bool | None = True) -> str:

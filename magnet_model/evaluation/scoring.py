@@ -59,10 +59,13 @@ class SpanCase:
     def blanked(self, marker: str) -> str:
         """The passage with the span replaced by marker (as a user would type it).
 
-        The span ends at a word start, so one space always separates marker and right text
-        (byte-level BPE offsets put it in right_text, word-level ones in span_text)."""
+        The span ends at a word start: the space before the next word is in right_text
+        (byte-level BPE offsets) or in span_text (word-level ones; then one is put back, so the
+        marker never glues onto a word). Punctuation that followed the span directly follows
+        the marker directly ("came [blank], then"), as the original text had it: the right
+        text the model reads is the original's, token for token."""
         right = self.right_text
-        gap = "" if not right or right[0].isspace() else " "
+        gap = " " if right and right[0].isalnum() else ""
         return f"{self.left_text.rstrip()} {marker}{gap}{right}"
 
 

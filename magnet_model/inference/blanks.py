@@ -13,6 +13,7 @@ DEFAULT_MARKER = "[blank]"
 END_REASONS = {
     "end": "stopped by itself",
     "joined": "stopped where it ran into the text after the blank",
+    "best": "ended where it and the text after the blank read best",
     "max": "cut at the length limit",
     "fixed": "fixed length",
 }
@@ -34,6 +35,9 @@ class FilledSpan:
     # prompted: the tokens the copy guard refused while it was written (textrules.CopyGuard:
     # each would have begun the last word of a run copied from the prompt)
     copy_blocks: int = 0
+    # MAGNET: per decoding step, (log-probability of the token picked, of <span_end> there);
+    # the steps past a trimmed end stay (infill.InfillJob.trace)
+    trace: list[tuple[float, float]] | None = None
 
     @property
     def stopped(self) -> bool:
@@ -42,8 +46,9 @@ class FilledSpan:
 
     @property
     def fits(self) -> bool:
-        """The span ended inside the blank: by itself, or where it ran into the right context."""
-        return self.end_reason in ("end", "joined")
+        """The span ended inside the blank: by itself, where it ran into the right context, or
+        where the stop rule cut it (stops.py)."""
+        return self.end_reason in ("end", "joined", "best")
 
 
 @dataclass

@@ -139,6 +139,7 @@ class Engine:
         fill_no_repeat: int | None = None,
         fill_close_sentences: bool | None = None,
         length_hints: int | Sequence[int | None] | None = None,
+        fill_stop: str | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
@@ -149,6 +150,9 @@ class Engine:
         span, guard.py; 0: off; None: the engine's setting, MAGNET_FILL_NO_REPEAT).
         fill_close_sentences: whether a blank between sentences is filled until a sentence
         ends (infill.py; None: the engine's setting, MAGNET_FILL_CLOSE_SENTENCES).
+        fill_stop: where a free span ends, "join" (cut where the completed text reads
+        likeliest, stops.py) or "model" (its own <span_end>); None: the engine's setting,
+        MAGNET_FILL_STOP.
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
         s = Sampling(do_sample, temperature, top_p, seed)
@@ -163,6 +167,7 @@ class Engine:
             fill_no_repeat,
             fill_close_sentences,
             length_hints,
+            fill_stop,
         )
         if reference:
             return infill_reference(*args)
@@ -234,12 +239,13 @@ class Engine:
         fill_close_sentences: bool | None = None,
         prompt_format: str | Mapping[str, str] | None = None,
         prompt_no_copy: int | None = None,
+        fill_stop: str | None = None,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
         Input errors common to all (no blank, empty text) are raised. fill_no_repeat,
-        fill_close_sentences: the MAGNET fills' decoding rules (infill); prompt_format,
+        fill_close_sentences, fill_stop: the MAGNET fills' decoding rules (infill); prompt_format,
         prompt_no_copy: the prompted systems' (infill_prompted; prompt_format may map a
         system's name to its format, as a study records them)."""
         s = Sampling(do_sample, temperature, top_p, seed)
@@ -271,6 +277,7 @@ class Engine:
                     s,
                     fill_no_repeat,
                     fill_close_sentences,
+                    stop=fill_stop,
                 )
             lanes.append(lane)
         return self.runner.run(lanes)

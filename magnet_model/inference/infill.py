@@ -5,8 +5,10 @@ blank's span is decoded token by token from a KV cache, all spans side by side (
 per unfinished span per step). Per-step 4-D masks let span k see the context and its own
 earlier tokens, never another span's; positions come from the layout (layout.build_hybrid, the
 contract shared with MSG training). A span stops by itself when the model predicts
-<span_end>, or is cut at a maximum / fixed length. infill_reference() does the same
-re-encoding everything at each step (tests and benchmarks).
+<span_end>, or is cut at a maximum / fixed length; then, under the stop rule "join" (the
+default, stops.py), each free span is cut where the completed text reads likeliest along the
+path it decoded. infill_reference() does the same re-encoding everything at each step (tests
+and benchmarks).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks,
 from .guard import repeat_bans
 from .runner import Runner
 from .sampling import Sampling
+from .stops import STOPS, stop_steps
 
 # A span stops when its last tokens repeat the first tokens of the text after its blank: it
 # has run into the right context. This many tokens (or the whole right piece, if shorter).
@@ -50,6 +53,11 @@ class InfillJob:
     no_repeat: int = 0  # the loop guard's n (guard.py); 0: off
     # per blank: it stands between sentences, so its fill may end only where a sentence ends
     close: list[bool] | None = None
+    # per blank, filled while it is decoded: for each step, the log-probability (under the
+    # logits the pick was made from, every rule applied) of the token picked and of
+    # <span_end> there (-inf where a rule forbade the end)
+    trace: list[list[tuple[float, float]]] | None = None
+    stop: str = "model"  # where a free span ends (stops.py): "join" or "model"
 
 
 def infill_job(
@@ -62,13 +70,18 @@ def infill_job(
     no_repeat=None,
     close_sentences=None,
     length_hints=None,
+    stop=None,
 ) -> InfillJob:
     """A validated request: pieces, span limits, the hybrid layout of the context, the loop
     guard's n (None: the engine's, Runner.fill_no_repeat), whether a blank that stands
     between sentences must end one (None: the engine's, Runner.fill_close_sentences), and per
     blank an expected length in tokens (length_hints; None: unknown) that a model trained to
     read gaps as lengths is given as one, without fixing the length (a fixed length is one
-    too)."""
+    too), and where a free span ends (stop, stops.py; None: the engine's, Runner.fill_stop)."""
+    if stop is None:
+        stop = runner.fill_stop
+    if stop not in STOPS:
+        raise InputError(f"fill_stop must be one of {', '.join(STOPS)}, not {stop!r}.")
     if close_sentences is None:
         close_sentences = runner.fill_close_sentences
     if not isinstance(close_sentences, bool):
@@ -130,6 +143,7 @@ def infill_job(
         bos,
         no_repeat=no_repeat,
         close=close,
+        stop=stop,
     )
 
 
@@ -155,6 +169,7 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     decode = runner.tokenizer.decode
     generated: list[list[int]] = [[] for _ in range(n)]
     reasons = [""] * n
+    job.trace = [[] for _ in range(n)]
     active = list(range(n))
     while active:
         logits = span_end.apply((yield active, generated).float())
@@ -173,8 +188,12 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
                 if bans:
                     logits[row, bans] = float("-inf")
         picks = s.pick(logits).tolist()
+        logp = torch.log_softmax(logits, dim=-1)
+        chosen = logp.gather(1, torch.tensor(picks, device=logp.device)[:, None])[:, 0].tolist()
+        at_end = logp[:, end].tolist()
         still = []
-        for k, tok in zip(active, picks, strict=True):
+        for row, (k, tok) in enumerate(zip(active, picks, strict=True)):
+            job.trace[k].append((chosen[row], at_end[row]))
             if tok == end:
                 reasons[k] = "end"
                 continue
@@ -232,6 +251,19 @@ def _magnet_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
             pos = [seq.span_position(k, len(generated[k])) for k in active]
             logits = yield Feed(ids, pos, see, list(range(len(active))))
     except StopIteration as stop:
+        generated, reasons = stop.value
+    # the stop rule's causal readings, appended to the lane's row, seeing none of its keys
+    keys = len(key_seg)
+    choosing = stop_steps(runner, job, generated, reasons)
+    try:
+        ids, pos, see, want = next(choosing)
+        while True:
+            wide = torch.zeros(len(ids), keys + len(ids), dtype=torch.bool)
+            wide[:, keys:] = see
+            keys += len(ids)
+            logits = yield Feed(ids, pos, wide, want)
+            ids, pos, see, want = choosing.send(logits)
+    except StopIteration as stop:
         return stop.value
 
 
@@ -252,12 +284,26 @@ def _reference_step(runner: Runner, job: InfillJob) -> Callable:
     return step
 
 
+def _reference_stops(runner: Runner, job: InfillJob, generated, reasons) -> tuple:
+    """stop_steps driven by plain forwards of each causal reading (the adapter now on)."""
+    choosing = stop_steps(runner, job, generated, reasons)
+    try:
+        ids, pos, see, want = next(choosing)
+        while True:
+            mask = additive(see[None, None], runner.dtype).to(runner.device)
+            h = runner.hidden_states(runner.tensor([ids]), mask, runner.tensor([pos]))[0]
+            ids, pos, see, want = choosing.send(runner.logits(h[want]))
+    except StopIteration as stop:
+        return stop.value
+
+
 def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec):
     texts = [runner.tokenizer.decode(g) for g in generated]
     filled, offsets = assemble(job.pieces, job.gaps, texts)
+    trace = job.trace or [None] * len(generated)
     spans = [
-        FilledSpan(t, g, a, b, r, capped=r == "max")
-        for t, g, (a, b), r in zip(texts, generated, offsets, reasons, strict=True)
+        FilledSpan(t, g, a, b, r, capped=r == "max", trace=tr)
+        for t, g, (a, b), r, tr in zip(texts, generated, offsets, reasons, trace, strict=True)
     ]
     seconds = time.perf_counter() - t0
     ctx = job.seq.context_length
@@ -275,12 +321,13 @@ def infill_lane(
     no_repeat: int | None = None,
     close_sentences: bool | None = None,
     length_hints=None,
+    stop: str | None = None,
 ) -> Lane:
     """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
     t0 = time.perf_counter()
     job = infill_job(
         runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints,
+        close_sentences, length_hints, stop,
     )  # fmt: skip
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
@@ -307,14 +354,16 @@ def infill_reference(
     no_repeat: int | None = None,
     close_sentences: bool | None = None,
     length_hints=None,
+    stop: str | None = None,
 ) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
     t0 = time.perf_counter()
     job = infill_job(
         runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints,
+        close_sentences, length_hints, stop,
     )  # fmt: skip
     s = sampling.start()
     with runner.using(adapter) as name:
         generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))
+        generated, reasons = _reference_stops(runner, job, generated, reasons)
     return _result(runner, text, job, name, generated, reasons, s, t0, enc, dec)

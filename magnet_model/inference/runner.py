@@ -56,6 +56,10 @@ class EngineConfig:
     # sentence (infill.py); None: the model spec's (MAGNET_FILL_CLOSE_SENTENCES,
     # --fill-close-sentences; default on)
     fill_close_sentences: bool | None = None
+    # MAGNET fills: where a free span ends, "join" (cut where the completed text reads
+    # likeliest, stops.py) or "model" (its own <span_end>); None: the model spec's
+    # (MAGNET_FILL_STOP, --fill-stop; default "join")
+    fill_stop: str | None = None
     # the prompted baselines' prompt format (prompts.py: "auto" or a name) and their copy
     # guard's run length (0: off); None: the model spec's (MAGNET_PROMPT_FORMAT,
     # MAGNET_PROMPT_NO_COPY)
@@ -172,6 +176,12 @@ class Runner:
         model spec's."""
         v = self.config.fill_close_sentences
         return self.loaded.spec.fill_close_sentences if v is None else v
+
+    @property
+    def fill_stop(self) -> str:
+        """Where a free fill ends (stops.STOPS): the engine's setting, else the model spec's."""
+        v = self.config.fill_stop
+        return self.loaded.spec.fill_stop if v is None else v
 
     @property
     def prompt_format(self) -> str:

@@ -1,0 +1,176 @@
+"""Where a MAGNET fill should stop: the model's own <span_end> against rules that pick the stop
+along the decoded path (issue 35: phrase and word blanks run on, 2-8x the truth).
+
+    python bench/bench_stop_rules.py --adapter adapters/magnet [--fills 40]
+        [--suites sentence,phrase,word] [--domains wikipedia,news] [--scorer magnet]
+
+Each case is filled once, greedily, as the app fills it (the loop guard and the sentence rule
+on, a cap of CAP tokens); the decoder records at every step the log-probability of the token
+it picked and of <span_end> there (FilledSpan.trace). Every word boundary of the fill where
+the end was allowed is a candidate stop (the fill cut there), and each rule keeps one:
+- `model`: where the model ended it (what the app does today);
+- `likeliest`: the stop with the highest probability of the span as a whole, the tokens
+  before it and <span_end> after them (the most probable of the ended prefixes);
+- `join`: likeliest, plus the log-probability of the first RIGHT_TOKENS tokens after the
+  blank read causally after the text before it and the cut fill (`--scorer`: the adapter
+  read causally, or the base model): the whole completed text, fill, end and what follows;
+- `join-free`: the fill's tokens and what follows, without the end's probability;
+- `decoder`: the fill the app makes (`fill_stop="join"`, inference/stops.py: `join` computed
+  inside the decoder, on the text as the user typed it): a check that the two agree.
+Per suite and rule: length against the truth, fills within 0.5-2x it, the shape (one complete
+sentence / no sentence end inside), repeated 3-grams, each paired against `model`. Writes
+bench/results/stop_rules.json with the table and every fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import Row, write_report
+from unit_fills import heldout_sources, magnet_engine, share_cell
+
+from magnet_model.evaluation.fills import fill_tokens
+from magnet_model.evaluation.suites import fill_flags, unit_cases
+from magnet_model.inference.blanks import FilledSpan, InfillResult
+from magnet_model.inference.stops import candidates
+
+CAP = 64
+RIGHT_TOKENS = 8
+RULES = ("model", "likeliest", "join", "join-free", "decoder")
+
+
+def right_logps(engine, scorer, case, span, ts: list[int]) -> list[float]:
+    """log P of the first RIGHT_TOKENS tokens after the blank after left + fill[:t], per t."""
+    from magnet_model.evaluation.scoring import Row as ScoreRow
+    from magnet_model.evaluation.scoring import row_nlls
+    from magnet_model.layout import IGNORE
+
+    right = case.right_ids[:RIGHT_TOKENS]
+    rows = []
+    for t in ts:
+        ids = case.left_ids + list(span.token_ids[:t]) + right
+        labels = [IGNORE] * (len(ids) - len(right) - 1) + right + [IGNORE]
+        rows.append(ScoreRow(ids, labels))
+    return [-float(x.sum()) for x in row_nlls(engine, rows, scorer, "causal", 8)]
+
+
+def cut(engine, result, t: int) -> InfillResult:
+    """The result with its one span cut after t tokens."""
+    span = result.spans[0]
+    if t == len(span.token_ids):
+        return result
+    ids = list(span.token_ids[:t])
+    text = engine.tokenizer.decode(ids)
+    s = FilledSpan(text, ids, 0, 0, "end", written=len(span.token_ids), trace=span.trace)
+    return InfillResult(result.text, "", [s], "magnet", result.adapter, 0, 0.0, 0.0, 0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--adapter", default="adapters/magnet", help="the MAGNET adapter folder")
+    p.add_argument("--fills", type=int, default=40, help="cases per suite and domain")
+    p.add_argument("--suites", default="sentence,phrase,word")
+    p.add_argument("--domains", default="wikipedia,news")
+    p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default="stop_rules")
+    args = p.parse_args(argv)
+
+    engine = magnet_engine(args.adapter, args.threads)
+    scorer = "magnet" if args.scorer == "magnet" else None
+    sources = heldout_sources()
+    report: dict = {"adapter": args.adapter, "fills": args.fills, "rules": RULES, "suites": {}}
+    head = ("length / truth", "within 0.5-2x", "shape", "repeated 3-gram")
+    lines = ["| suite | rule | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    rows: list[Row] = []
+    t0 = time.perf_counter()
+    for domain in args.domains.split(","):
+        passages = sources[domain]()
+        for kind in args.suites.split(","):
+            cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+            truth = [c.n_tokens for c in cases]
+            key = f"{domain}/{kind}"
+            kept: dict[str, list] = {r: [] for r in RULES}
+            seconds = {"model": 0.0, "decoder": 0.0}
+            for c in cases:
+                text = c.blanked("[blank]")
+                r = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="model")
+                span = r.spans[0]
+                cont = engine.runner.word_continuations
+                cands = candidates(span.trace, span.token_ids, span.end_reason, cont)
+                ts = [t for t, _, _ in cands]
+                right = right_logps(engine, scorer, c, span, ts)
+                score = {
+                    "model": [1.0 if t == len(span.token_ids) else 0.0 for t in ts],
+                    "likeliest": [a + e for _, a, e in cands],
+                    "join": [a + e + q for (_, a, e), q in zip(cands, right, strict=True)],
+                    "join-free": [a + q for (_, a, _), q in zip(cands, right, strict=True)],
+                }
+                for rule in RULES[:-1]:
+                    best = max(range(len(ts)), key=score[rule].__getitem__)
+                    kept[rule].append(cut(engine, r, ts[best]))
+                made = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="join")
+                kept["decoder"].append(made)
+                seconds["model"] += r.seconds
+                seconds["decoder"] += made.seconds
+            shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
+            per = {}
+            for rule in RULES:
+                flags = fill_flags(engine, kind, kept[rule], "magnet")
+                written = [fill_tokens(engine, x.spans[0].text.strip()) for x in kept[rule]]
+                pairs = zip(written, truth, strict=True)
+                flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in pairs]
+                per[rule] = {
+                    "flags": flags,
+                    "length_ratio": sum(written) / sum(truth),
+                    "fills": [x.spans[0].text.strip() for x in kept[rule]],
+                }
+            report["suites"][key] = {"truths": [c.span_text.strip() for c in cases], **per}
+            pairs = zip(per["join"]["fills"], per["decoder"]["fills"], strict=True)
+            same = sum(a == b for a, b in pairs)
+            report["suites"][key]["decoder_equals_join"] = same
+            report["suites"][key]["seconds"] = seconds
+            rows.append(
+                Row(
+                    f"{key}: seconds per fill, decoder (join) vs model",
+                    seconds["decoder"] / len(cases),
+                    "s",
+                    seconds["model"] / len(cases),
+                    "the model's own end, same cases, same process",
+                )
+            )
+            print(f"{key}: the decoder's fill is the offline join's in {same} of {len(cases)}")
+            off = per["model"]
+            for rule, r in per.items():
+                cells = [f"{r['length_ratio']:.2f}"]
+                for flag in ("within_2x", shape, "repeat_3gram"):
+                    against = off["flags"][flag] if rule != "model" else None
+                    cell, d = share_cell(r["flags"][flag], against)
+                    if d is not None:
+                        r.setdefault("paired_vs_model", {})[flag] = d
+                    cells.append(cell)
+                lines.append(f"| {key} ({len(cases)}) | {rule} | " + " | ".join(cells) + " |")
+                if rule != "model":
+                    rows.append(
+                        Row(
+                            f"{key}: {shape}, {rule} vs model",
+                            sum(r["flags"][shape]) / len(cases),
+                            "share",
+                            sum(off["flags"][shape]) / len(cases),
+                            "the model's own end, same fills",
+                        )
+                    )
+            print("\n".join(lines[-len(per) :]), flush=True)
+    table = "\n".join(lines)
+    print(table)
+    report["table"] = table
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    runner = engine.runner
+    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

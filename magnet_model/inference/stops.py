@@ -1,0 +1,111 @@
+"""Where a MAGNET fill ends: where the model ended it, or the stop under which the whole
+completed text reads likeliest ("join", the default).
+
+Greedy decoding ends a span where <span_end> is the single likeliest next token. The adapter's
+end is weak (it ran phrase and word blanks on into whole sentences, 2-7x the true length,
+bench/bench_stop_rules.py), yet along the path it decoded there are word boundaries where the
+end was nearly as likely and where the text after the blank follows well. Under "join" each
+such boundary t (one where a rule of the decoder allowed the end, and the model's own end) is
+a candidate, scored by the log-probability of the completed text it makes:
+
+    log P(fill[:t]) + log P(<span_end> after it)            the span, read by the decoder
+    + log P(first RIGHT_TOKENS tokens after the blank       the join, read causally by the
+            | the text before the blank, fill[:t])           same adapter
+
+and the span is cut at the best one (reason "best" when that is before the model's end). The
+causal reading is one extra forward per blank: the text before the blank once, then per
+candidate its cut fill and the right tokens, each seeing the shared text before it and its own
+tokens (a packed tree, so the text before the blank is encoded once for all candidates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+
+import torch
+
+STOPS = ("join", "model")  # EngineConfig.fill_stop / MAGNET_FILL_STOP values; the first: default
+RIGHT_TOKENS = 8  # tokens after the blank that the join reads
+
+
+def candidates(trace, ids, reason: str, continuations, min_tokens: int = 1) -> list[tuple]:
+    """(t, log P of the first t tokens, log P of the end after them) for each stop the rule may
+    pick: word boundaries (the token after t starts a word) at which the end was allowed
+    (trace: per step (log P of the token picked, log P of <span_end>), infill.InfillJob), and
+    the span as decoded (a span cut at its cap keeps its own end: 0)."""
+    out, total = [], 0.0
+    for t, (tok_lp, end_lp) in enumerate(trace):
+        if t > len(ids):
+            break
+        boundary = t == len(ids) or not continuations[ids[t]]
+        if t >= max(1, min_tokens) and math.isfinite(end_lp) and boundary:
+            out.append((t, total, end_lp))
+        total += tok_lp
+    if reason != "end" or not out or out[-1][0] != len(ids):
+        out.append((len(ids), sum(lp for lp, _ in trace[: len(ids)]), 0.0))
+    return out
+
+
+def packed_join(left: list[int], fills: list[list[int]], right: list[int]) -> tuple:
+    """The causal reading of several cut fills after one shared left text, as one sequence:
+    (ids, positions, see (Q, Q) bool, want: per fill the indices whose logits predict the right
+    tokens). Each fill's tokens and its copy of `right` see the left text and themselves
+    causally, never another fill's."""
+    ids = list(left)
+    pos = list(range(len(left)))
+    segment = [0] * len(left)  # 0: the shared left text; k + 1: fill k's tokens and right
+    want = []
+    for k, fill in enumerate(fills):
+        start = len(ids)
+        seg = fill + right
+        ids += seg
+        pos += range(len(left), len(left) + len(seg))
+        segment += [k + 1] * len(seg)
+        # the token before each right token predicts it (a fill has at least one token)
+        want.append([start + len(fill) - 1 + j for j in range(len(right))])
+    seg_t = torch.tensor(segment)
+    q = len(ids)
+    order = torch.arange(q)
+    causal = order[None, :] <= order[:, None]
+    same = (seg_t[None, :] == seg_t[:, None]) | (seg_t[None, :] == 0)
+    return ids, pos, causal & same, want
+
+
+def choose(cands: list[tuple], right_lps: list[float]) -> int:
+    """The t of the best candidate: the highest span + end + join log-probability."""
+    scores = [a + e + q for (_, a, e), q in zip(cands, right_lps, strict=True)]
+    return cands[max(range(len(cands)), key=scores.__getitem__)][0]
+
+
+def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> Generator:
+    """Cut each free span at its best stop (module doc): yields (ids, positions, see, want) of
+    a causal reading, receives the logits of the wanted positions (len(want), vocab); returns
+    (generated, reasons). Blanks are read in order, each after the earlier ones as cut. A span
+    of fixed length, one that ran into the right context (joined) or before no text, and any
+    span with one candidate are left as they are; so is every span under the rule "model"."""
+    if job.stop != "join":
+        return generated, reasons
+    cont = runner.word_continuations
+    left: list[int] = [] if job.bos is None else [job.bos]
+    for k in range(len(generated)):
+        left += job.piece_ids[k]
+        right = job.piece_ids[k + 1][:RIGHT_TOKENS]
+        trace = job.trace[k] if job.trace else []
+        free = not job.fixed[k] and reasons[k] in ("end", "max") and right and trace
+        cands = candidates(trace, generated[k], reasons[k], cont, job.min_tokens) if free else []
+        too_long = len(left) + len(generated[k]) + len(right) > runner.max_input_tokens
+        if len(cands) > 1 and not too_long:
+            fills = [generated[k][:t] for t, _, _ in cands]
+            ids, pos, see, want = packed_join(left, fills, right)
+            flat = [i for w in want for i in w]
+            logits = yield ids, pos, see, flat
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            at = torch.tensor(right * len(fills), device=logp.device)[:, None]
+            per = logp.gather(1, at)[:, 0].view(len(fills), len(right)).sum(-1).tolist()
+            t = choose(cands, per)
+            if t < len(generated[k]):
+                generated[k] = generated[k][:t]
+                reasons[k] = "best"
+        left += generated[k]
+    return generated, reasons

@@ -1,0 +1,151 @@
+"""Where a MAGNET fill ends (inference/stops.py): the stop rule "join" cuts a decoded span at
+the word boundary where the span, its end and the text after the blank read likeliest."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from test_engine import loaded, metas, peft_model
+from tiny_models import make_tiny_tokenizer
+
+from magnet_model.errors import InputError
+from magnet_model.inference.engine import Engine
+from magnet_model.inference.stops import candidates, packed_join, stop_steps
+from magnet_model.masks import additive
+
+VOCAB = 50
+RIGHT = [40, 41, 42]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    tok = make_tiny_tokenizer()
+    return Engine(loaded(peft_model(tok), tok), metas=metas(tok))
+
+
+def test_the_packed_reading_equals_each_cut_fill_read_on_its_own(engine):
+    runner = engine.runner
+    left, right = [5, 9, 14, 3], [7, 8, 21]
+    fills = [[30], [30, 31], [30, 31, 32, 33]]
+    ids, pos, see, want = packed_join(left, fills, right)
+    with runner.using("magnet"):
+        h = runner.hidden_states(
+            runner.tensor([ids]), additive(see[None, None], runner.dtype), runner.tensor([pos])
+        )[0]
+        for fill, w in zip(fills, want, strict=True):
+            alone = runner.hidden_states(runner.tensor([left + fill + right]))[0]
+            at = [len(left) + len(fill) - 1 + j for j in range(len(right))]
+            assert torch.allclose(h[w], alone[at], atol=1e-5)
+    # a fill never sees another fill's tokens: each row sees the left text and its own
+    first = len(left)  # fill 0's token
+    second = first + len(fills[0]) + len(right)  # fill 1's first token
+    assert see[second, : len(left)].all() and not see[second, first]
+
+
+def _job(generated, trace, right=RIGHT, fixed=False, stop="join"):
+    return SimpleNamespace(
+        stop=stop,
+        bos=None,
+        piece_ids=[[1, 2, 3], right],
+        trace=[trace],
+        fixed=[fixed],
+        min_tokens=1,
+    )
+
+
+def _runner(continues=()):
+    cont = [t in continues for t in range(VOCAB)]
+    return SimpleNamespace(word_continuations=cont, max_input_tokens=1000)
+
+
+def _drive(runner, job, generated, reasons, best_cut: int | None):
+    """Run stop_steps, answering each reading with logits under which the right text follows
+    the cut of length best_cut far better than any other; -> (generated, reasons, readings)."""
+    steps = stop_steps(runner, job, generated, reasons)
+    readings = []
+    try:
+        ids, pos, see, want = next(steps)
+        while True:
+            readings.append(ids)
+            logits = torch.zeros(len(want), VOCAB)
+            # which fill each wanted row belongs to: rows come per fill, len(right) each
+            n_right = len(job.piece_ids[1][:8])
+            fills = [
+                t
+                for t, _, _ in candidates(
+                    job.trace[0], generated[0], reasons[0], runner.word_continuations
+                )
+            ]
+            for i, t in enumerate(fills):
+                if t == best_cut:
+                    for j in range(n_right):
+                        logits[i * n_right + j, job.piece_ids[1][j]] = 20.0
+            ids, pos, see, want = steps.send(logits)
+    except StopIteration as stop:
+        return (*stop.value, readings)
+
+
+def test_a_run_on_span_is_cut_where_the_text_after_the_blank_follows_best():
+    # the model ended after 4 tokens; the text after the blank follows the first 2 best
+    trace = [(-0.1, -3.0), (-0.1, -2.0), (-0.1, -2.0), (-0.1, -2.0), (-2.0, -2.0)]
+    gen, reasons, readings = _drive(
+        _runner(), _job([[10, 11, 12, 13]], trace), [[10, 11, 12, 13]], ["end"], 2
+    )
+    assert gen == [[10, 11]] and reasons == ["best"]
+    assert len(readings) == 1  # one causal reading for all candidates
+    # the model's own end is kept when the right text follows it best
+    gen, reasons, _ = _drive(
+        _runner(), _job([[10, 11, 12, 13]], trace), [[10, 11, 12, 13]], ["end"], 4
+    )
+    assert gen == [[10, 11, 12, 13]] and reasons == ["end"]
+
+
+def test_no_cut_where_the_end_was_forbidden_or_inside_a_word():
+    # after 1 token the end was forbidden (a rule of the decoder); token 12 continues a word
+    trace = [(-0.1, -3.0), (-0.1, -math.inf), (-0.1, -5.0), (-0.1, -5.0), (-0.5, -0.5)]
+    cands = candidates(trace, [10, 11, 12, 13], "end", _runner({12}).word_continuations)
+    assert [t for t, _, _ in cands] == [3, 4]
+    gen, reasons, _ = _drive(
+        _runner({12}), _job([[10, 11, 12, 13]], trace), [[10, 11, 12, 13]], ["end"], 1
+    )
+    assert gen == [[10, 11, 12, 13]] and reasons == ["end"]  # 1 is no candidate: none wins
+
+
+def test_the_candidates_score_the_span_and_its_end():
+    trace = [(-0.5, -9.0), (-1.0, -2.0), (-0.25, -0.5)]
+    # picked tokens' log-probabilities sum up to each cut; the end's is the one there
+    assert candidates(trace, [10, 11], "end", [False] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, -0.5)]
+    # a span cut at its cap keeps its cap as a candidate (its end: none asked, 0)
+    trace = [(-0.5, -9.0), (-1.0, -2.0)]
+    assert candidates(trace, [10, 11], "max", [False] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, 0.0)]
+
+
+@pytest.mark.parametrize(
+    "job_kw, reason",
+    [
+        (dict(fixed=True), "fixed"),  # a fixed length is the user's
+        (dict(), "joined"),  # it ran into the text after the blank: already joined
+        (dict(right=[]), "end"),  # no text after the blank to read
+        (dict(stop="model"), "end"),  # the rule off: the model's own end
+    ],
+)
+def test_spans_the_rule_leaves_alone(job_kw, reason):
+    trace = [(-0.1, -3.0), (-0.1, -2.0), (-0.1, -2.0), (-0.1, -2.0), (-2.0, -2.0)]
+    job = _job([[10, 11, 12, 13]], trace, **job_kw)
+    gen, reasons, readings = _drive(_runner(), job, [[10, 11, 12, 13]], [reason], 2)
+    assert gen == [[10, 11, 12, 13]] and reasons == [reason] and readings == []
+
+
+def test_a_fill_cut_by_the_rule_still_fits_its_blank_and_says_why(engine):
+    from magnet_model.inference.blanks import END_REASONS, FilledSpan
+
+    s = FilledSpan("a b", [1, 2], 0, 3, "best")
+    assert s.fits and not s.stopped and "text after the blank" in END_REASONS["best"]
+
+
+def test_an_unknown_stop_rule_is_refused_with_the_choices(engine):
+    with pytest.raises(InputError, match="fill_stop must be one of join, model"):
+        engine.infill("the cat [blank] on the mat .", fill_stop="nearest")
