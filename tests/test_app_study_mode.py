@@ -78,6 +78,7 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
                 kw.get("fill_close_sentences"),
                 tuple(sorted((kw.get("prompt_format") or {}).items())),
                 kw.get("prompt_no_copy"),
+                kw.get("fill_stop"),
             )
         )
         return real(text, systems, **kw)
@@ -86,8 +87,9 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
     engine.config.fill_close_sentences = False
     engine.config.prompt_format = "plain-prefix"
     engine.config.prompt_no_copy = 4
+    engine.config.fill_stop = "model"
     formats = {s: "plain-prefix" for s in SYSTEMS if s.endswith("-shot")}
-    rules = (2, False, tuple(sorted(formats.items())), 4)
+    rules = (2, False, tuple(sorted(formats.items())), 4, "model")
     try:
         engine.compare_infill = spy
         app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
@@ -96,12 +98,14 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         assert all(o.decoding["fill_close_sentences"] is False for o in outputs)
         assert formats and all(o.decoding["prompt_format"] == formats for o in outputs)
         assert all(o.decoding["prompt_no_copy"] == 4 for o in outputs)
+        assert all(o.decoding["fill_stop"] == "model" for o in outputs)
         assert seen and set(seen) == {rules}
         # the server's settings change; remaking flagged outputs keeps the study's rules
         engine.config.fill_no_repeat = 0
         engine.config.fill_close_sentences = True
         engine.config.prompt_format = "plain"
         engine.config.prompt_no_copy = 0
+        engine.config.fill_stop = "join"
         seen.clear()
         n, _ = studies.regenerate_flagged(
             engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
@@ -113,3 +117,4 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         engine.config.fill_close_sentences = None
         engine.config.prompt_format = None
         engine.config.prompt_no_copy = None
+        engine.config.fill_stop = None

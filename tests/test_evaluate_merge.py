@@ -138,6 +138,17 @@ def test_a_part_with_other_attempts_per_prompted_reply_is_refused():
     merge.check_engine({"adapters": {}}, now, "X")  # a report from before the field
 
 
+def test_fills_cut_by_the_stop_rule_are_not_added_to_fills_ended_by_the_model():
+    now = {"fill_no_repeat": 3, "fill_stop": "join", "adapters": {}}
+    with pytest.raises(InputError, match="--fill-stop"):
+        merge.check_engine({**now, "fill_stop": "model"}, now, "X")
+    # a report from before the rule recorded its engine but not the rule: its fills were the
+    # model's own ends
+    with pytest.raises(InputError, match="'model' there, 'join' now"):
+        merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, now, "X")
+    merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, {**now, "fill_stop": "model"}, "X")
+
+
 def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_path):
     path = _adapter(tmp_path / "v2", b"w")
     old = {"command": f"python -m magnet_model.evaluation.evaluate --adapters magnet={path}"}

@@ -103,6 +103,17 @@ def test_a_run_on_span_is_cut_where_the_text_after_the_blank_follows_best():
     assert gen == [[10, 11, 12, 13]] and reasons == ["end"]
 
 
+def test_a_span_that_ran_into_the_right_text_late_is_cut_back_too():
+    # joined after 4 tokens (the repeat of the right text already removed from the trace's
+    # tokens, its steps still in the trace); the right text follows the first token best
+    trace = [(-0.1, -3.0), (-0.1, -2.0), (-0.1, -2.0), (-0.1, -2.0), (-0.1, -2.0), (-0.1, -2.0)]
+    job = _job([[10, 11, 12, 13]], trace)
+    gen, reasons, _ = _drive(_runner(), job, [[10, 11, 12, 13]], ["joined"], 1)
+    assert gen == [[10]] and reasons == ["best"]
+    gen, reasons, _ = _drive(_runner(), job, [[10, 11, 12, 13]], ["joined"], 4)
+    assert gen == [[10, 11, 12, 13]] and reasons == ["joined"]
+
+
 def test_no_cut_where_the_end_was_forbidden_or_inside_a_word():
     # after 1 token the end was forbidden (a rule of the decoder); token 12 continues a word
     trace = [(-0.1, -3.0), (-0.1, -math.inf), (-0.1, -5.0), (-0.1, -5.0), (-0.5, -0.5)]
@@ -127,7 +138,6 @@ def test_the_candidates_score_the_span_and_its_end():
     "job_kw, reason",
     [
         (dict(fixed=True), "fixed"),  # a fixed length is the user's
-        (dict(), "joined"),  # it ran into the text after the blank: already joined
         (dict(right=[]), "end"),  # no text after the blank to read
         (dict(stop="model"), "end"),  # the rule off: the model's own end
     ],

@@ -136,11 +136,13 @@ def add_shares(out: dict, flags: dict[str, list[bool]]) -> dict:
 
 
 def infill_stats(spans: list, cases: list, out: dict | None = None) -> dict:
-    """How MAGNET's infills end (one blank each): by <span_end>, or where they ran into the
-    right context (a decoder rule), against the true spans they replace; added to `out`."""
+    """How MAGNET's infills end (one blank each): by <span_end>, where they ran into the
+    right context, or where the stop rule cut them (decoder rules), against the true spans they
+    replace; added to `out`."""
     flags = {
         "stop_share": [s.stopped for s in spans],  # <span_end> itself
         "joined_share": [s.end_reason == "joined" for s in spans],
+        "best_share": [s.end_reason == "best" for s in spans],  # inference/stops.py
         "fit_share": [s.fits for s in spans],  # ended inside the blank
     }
     return add_shares({} if out is None else out, flags)

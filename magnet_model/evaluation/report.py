@@ -177,7 +177,8 @@ INFILL_ROWS = [
     ("AUC of p(<span_end>): true end vs. the other span positions", ("end_auc",), "{:.3f}"),
     ("infills that stop by themselves (<span_end>)", ("stop_share",), "{:.0%}"),
     ("infills that stop where they run into the right context", ("joined_share",), "{:.0%}"),
-    ("infills that end inside the blank (either way)", ("fit_share",), "{:.0%}"),
+    ("infills cut by the stop rule (`--fill-stop join`)", ("best_share",), "{:.0%}"),
+    ("infills that end inside the blank (any of these)", ("fit_share",), "{:.0%}"),
     *FILL_ROWS,
     *(
         row

@@ -33,7 +33,8 @@ def candidates(trace, ids, reason: str, continuations, min_tokens: int = 1) -> l
     """(t, log P of the first t tokens, log P of the end after them) for each stop the rule may
     pick: word boundaries (the token after t starts a word) at which the end was allowed
     (trace: per step (log P of the token picked, log P of <span_end>), infill.InfillJob), and
-    the span as decoded (a span cut at its cap keeps its own end: 0)."""
+    the span as decoded (a span cut at its cap or joined to the right context keeps its own
+    end: 0)."""
     out, total = [], 0.0
     for t, (tok_lp, end_lp) in enumerate(trace):
         if t > len(ids):
@@ -82,8 +83,10 @@ def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> G
     """Cut each free span at its best stop (module doc): yields (ids, positions, see, want) of
     a causal reading, receives the logits of the wanted positions (len(want), vocab); returns
     (generated, reasons). Blanks are read in order, each after the earlier ones as cut. A span
-    of fixed length, one that ran into the right context (joined) or before no text, and any
-    span with one candidate are left as they are; so is every span under the rule "model"."""
+    of fixed length or before no text, and any span with one candidate, are left as they are;
+    so is every span under the rule "model". A span that ran into the right context (joined)
+    is a candidate as it stands, beside its earlier stops: a word blank that ran on through a
+    whole sentence before it met the text after it is cut back too."""
     if job.stop != "join":
         return generated, reasons
     cont = runner.word_continuations
@@ -92,7 +95,7 @@ def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> G
         left += job.piece_ids[k]
         right = job.piece_ids[k + 1][:RIGHT_TOKENS]
         trace = job.trace[k] if job.trace else []
-        free = not job.fixed[k] and reasons[k] in ("end", "max") and right and trace
+        free = not job.fixed[k] and reasons[k] in ("end", "max", "joined") and right and trace
         cands = candidates(trace, generated[k], reasons[k], cont, job.min_tokens) if free else []
         too_long = len(left) + len(generated[k]) + len(right) > runner.max_input_tokens
         if len(cands) > 1 and not too_long:
