@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 text = c.blanked("[blank]")
                 r = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="model")
                 span = r.spans[0]
-                cont = engine.runner.word_continuations
-                cands = candidates(span.trace, span.token_ids, span.end_reason, cont)
+                cuts = engine.runner.cut_points
+                cands = candidates(span.trace, span.token_ids, span.end_reason, cuts)
                 ts = [t for t, _, _ in cands]
                 right = right_logps(engine, scorer, c, span, ts)
                 score = {

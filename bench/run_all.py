@@ -58,7 +58,9 @@ MAGNET fills against no guard, on the same unit-suite fills, by
 baselines' prompt formats on the same suites by `python bench/bench_prompt_formats.py`
 (`results/prompt_formats.json`); MAGNET fills' lengths with a length hint (the true one, a
 fixed one, or the best of several by how the text after the blank reads) against none by
-`python bench/bench_length_hints.py --adapter DIR` (`results/length_hints.json`).
+`python bench/bench_length_hints.py --adapter DIR` (`results/length_hints.json`); where MAGNET
+fills end (the model's own end, the stop rule and its variants, on the same fills) by
+`python bench/bench_stop_rules.py` (`results/stop_rules.json`).
 """
 
 

@@ -56,9 +56,10 @@ def _job(generated, trace, right=RIGHT, fixed=False, stop="join"):
     )
 
 
-def _runner(continues=()):
-    cont = [t in continues for t in range(VOCAB)]
-    return SimpleNamespace(word_continuations=cont, max_input_tokens=1000)
+def _runner(inside=()):
+    """A stand-in runner: a fill may be cut before any token but those in `inside`."""
+    cuts = [t not in inside for t in range(VOCAB)]
+    return SimpleNamespace(cut_points=cuts, max_input_tokens=1000)
 
 
 def _drive(runner, job, generated, reasons, best_cut: int | None):
@@ -75,9 +76,7 @@ def _drive(runner, job, generated, reasons, best_cut: int | None):
             n_right = len(job.piece_ids[1][:8])
             fills = [
                 t
-                for t, _, _ in candidates(
-                    job.trace[0], generated[0], reasons[0], runner.word_continuations
-                )
+                for t, _, _ in candidates(job.trace[0], generated[0], reasons[0], runner.cut_points)
             ]
             for i, t in enumerate(fills):
                 if t == best_cut:
@@ -117,7 +116,7 @@ def test_a_span_that_ran_into_the_right_text_late_is_cut_back_too():
 def test_no_cut_where_the_end_was_forbidden_or_inside_a_word():
     # after 1 token the end was forbidden (a rule of the decoder); token 12 continues a word
     trace = [(-0.1, -3.0), (-0.1, -math.inf), (-0.1, -5.0), (-0.1, -5.0), (-0.5, -0.5)]
-    cands = candidates(trace, [10, 11, 12, 13], "end", _runner({12}).word_continuations)
+    cands = candidates(trace, [10, 11, 12, 13], "end", _runner({12}).cut_points)
     assert [t for t, _, _ in cands] == [3, 4]
     gen, reasons, _ = _drive(
         _runner({12}), _job([[10, 11, 12, 13]], trace), [[10, 11, 12, 13]], ["end"], 1
@@ -128,10 +127,10 @@ def test_no_cut_where_the_end_was_forbidden_or_inside_a_word():
 def test_the_candidates_score_the_span_and_its_end():
     trace = [(-0.5, -9.0), (-1.0, -2.0), (-0.25, -0.5)]
     # picked tokens' log-probabilities sum up to each cut; the end's is the one there
-    assert candidates(trace, [10, 11], "end", [False] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, -0.5)]
+    assert candidates(trace, [10, 11], "end", [True] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, -0.5)]
     # a span cut at its cap keeps its cap as a candidate (its end: none asked, 0)
     trace = [(-0.5, -9.0), (-1.0, -2.0)]
-    assert candidates(trace, [10, 11], "max", [False] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, 0.0)]
+    assert candidates(trace, [10, 11], "max", [True] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, 0.0)]
 
 
 @pytest.mark.parametrize(
@@ -159,3 +158,18 @@ def test_a_fill_cut_by_the_rule_still_fits_its_blank_and_says_why(engine):
 def test_an_unknown_stop_rule_is_refused_with_the_choices(engine):
     with pytest.raises(InputError, match="fill_stop must be one of join, model"):
         engine.infill("the cat [blank] on the mat .", fill_stop="nearest")
+
+
+def test_a_fill_is_cut_between_words_and_before_closing_punctuation_never_inside_a_word():
+    from magnet_model.inference.stops import cut_points
+    from magnet_model.loading import load_base
+    from magnet_model.settings import ModelSpec
+
+    _, tok, _ = load_base(ModelSpec(adapters={}, device="cpu"))
+    cuts = cut_points(tok)
+    ids = tok("anarcho-syndicalism spread, the government's power.", add_special_tokens=False)
+    pieces = tok.convert_ids_to_tokens(ids.input_ids)
+    may = {p: cuts[i] for p, i in zip(pieces, ids.input_ids, strict=True)}
+    assert may["Ġspread"] and may[","] and may["Ġthe"] and may["."]
+    assert not may["-"] and not may["'s"]
+    assert not may["ism"] and not may["arch"]

@@ -109,6 +109,7 @@ class Runner:
         self._ties: dict[int, tuple[int, ...]] = {}  # token -> its head-row tie
         self._row_loras: dict[tuple, RowLora | None] = {}  # stacked LoRA for mixed batches
         self._continuations: list[bool] | None = None  # guard.word_continuations
+        self._cut_points: list[bool] | None = None  # stops.cut_points
         cap = getattr(self.lm.config, "max_position_embeddings", None) or 2048
         self.max_input_tokens = min(self.config.max_input_tokens or cap, cap)
         decode = self.config.decode or loaded.spec.decode
@@ -196,6 +197,15 @@ class Runner:
         setting, else the model spec's."""
         v = self.config.prompt_no_copy
         return self.loaded.spec.prompt_no_copy if v is None else v
+
+    @property
+    def cut_points(self) -> list[bool]:
+        """stops.cut_points of this tokenizer (computed once)."""
+        if self._cut_points is None:
+            from .stops import cut_points
+
+            self._cut_points = cut_points(self.tokenizer)
+        return self._cut_points
 
     @property
     def word_continuations(self) -> list[bool]:

@@ -25,13 +25,31 @@ from collections.abc import Generator
 
 import torch
 
+from ..tokens import SPACE_MARKS, word_start_table
+
 STOPS = ("join", "model")  # EngineConfig.fill_stop / MAGNET_FILL_STOP values; the first: default
 RIGHT_TOKENS = 8  # tokens after the blank that the join reads
+# a fill may be cut before a token that opens a word (a space mark, or a line break) or before
+# punctuation that closes one; never inside a word, a hyphenated one included ("anarcho" of
+# "anarcho-syndicalism"), nor between a word and its "'s"
+CLOSING = tuple(',.;:!?)]}"”')
+LINE_BREAK = "Ċ"
 
 
-def candidates(trace, ids, reason: str, continuations, min_tokens: int = 1) -> list[tuple]:
+def cut_points(tokenizer) -> list[bool]:
+    """Per vocabulary id: whether a fill may be cut right before this token (CLOSING). Every
+    token may, where the vocabulary marks no spaces (a word-level tokenizer)."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    if word_start_table(tokenizer) is None:
+        return [True] * len(tokens)
+    opens = (*SPACE_MARKS, LINE_BREAK)
+    return [bool(t) and (t.startswith(opens) or t.startswith(CLOSING)) for t in tokens]
+
+
+def candidates(trace, ids, reason: str, cuts, min_tokens: int = 1) -> list[tuple]:
     """(t, log P of the first t tokens, log P of the end after them) for each stop the rule may
-    pick: word boundaries (the token after t starts a word) at which the end was allowed
+    pick: word boundaries (cuts: cut_points, whether the token after t may follow a cut) at
+    which the end was allowed
     (trace: per step (log P of the token picked, log P of <span_end>), infill.InfillJob), and
     the span as decoded (a span cut at its cap or joined to the right context keeps its own
     end: 0)."""
@@ -39,7 +57,7 @@ def candidates(trace, ids, reason: str, continuations, min_tokens: int = 1) -> l
     for t, (tok_lp, end_lp) in enumerate(trace):
         if t > len(ids):
             break
-        boundary = t == len(ids) or not continuations[ids[t]]
+        boundary = t == len(ids) or cuts[ids[t]]
         if t >= max(1, min_tokens) and math.isfinite(end_lp) and boundary:
             out.append((t, total, end_lp))
         total += tok_lp
@@ -89,14 +107,14 @@ def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> G
     whole sentence before it met the text after it is cut back too."""
     if job.stop != "join":
         return generated, reasons
-    cont = runner.word_continuations
+    cuts = runner.cut_points
     left: list[int] = [] if job.bos is None else [job.bos]
     for k in range(len(generated)):
         left += job.piece_ids[k]
         right = job.piece_ids[k + 1][:RIGHT_TOKENS]
         trace = job.trace[k] if job.trace else []
         free = not job.fixed[k] and reasons[k] in ("end", "max", "joined") and right and trace
-        cands = candidates(trace, generated[k], reasons[k], cont, job.min_tokens) if free else []
+        cands = candidates(trace, generated[k], reasons[k], cuts, job.min_tokens) if free else []
         too_long = len(left) + len(generated[k]) + len(right) > runner.max_input_tokens
         if len(cands) > 1 and not too_long:
             fills = [generated[k][:t] for t, _, _ in cands]
