@@ -61,6 +61,12 @@ def test_words_skip_short_function_words_and_names_come_as_one_unit():
 def test_ends_sentence_reads_final_punctuation_through_closing_quotes():
     assert ends_sentence("It closed.") and ends_sentence('He said "no."') and ends_sentence("Why?")
     assert not ends_sentence("The city is also the") and not ends_sentence("maps, and")
+    # a title before a name ends no sentence; a word that happens to end like one does
+    assert (
+        not ends_sentence("Dr.") and not ends_sentence("said Mr.") and not ends_sentence("(Prof.")
+    )
+    assert ends_sentence("It was his Dr.") is False and ends_sentence("They drove fast.")
+    assert ends_sentence("He was born in Mt. Vernon.") and ends_sentence("Beyond the First.")
 
 
 def test_token_units_hold_exactly_their_unit_or_are_left_out():

@@ -10,9 +10,17 @@ import re
 SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
+# a title's full stop before a name ("Dr. Hollingworth") ends no sentence
+TITLE_END = re.compile(
+    r"(?:^|[\s(\"'“‘])(?:Mr|Mrs|Ms|Dr|Prof|Gen|Col|Capt|Lt|Sgt|Rev|Gov|Sen|Rep|Mt|St|vs)\.$"
+)
+
+
 def ends_sentence(text: str) -> bool:
-    """Whether a text ends as a sentence does: . ! ? or …, then any closing quotes/brackets."""
-    return bool(SENTENCE_END.search(text.rstrip()))
+    """Whether a text ends as a sentence does: . ! ? or …, then any closing quotes/brackets;
+    not after a title that stands before a name (Mr. Dr. Prof. St. ...)."""
+    text = text.rstrip()
+    return bool(SENTENCE_END.search(text)) and not TITLE_END.search(text)
 
 
 TRAILING_ELLIPSIS = re.compile(r"(?:\.\.\.|…)[\"'”’)\]]*$")
