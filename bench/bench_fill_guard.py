@@ -21,11 +21,10 @@ table (Markdown).
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from common import Row, write_report
-from unit_fills import heldout_sources, magnet_engine, share_cell
+from common import Row
+from unit_fills import finish, heldout_sources, magnet_engine, share_cell, unit_parser
 
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import SUITES, fill_flags, unit_cases
@@ -63,16 +62,9 @@ def fill_all(engine, adapter: str, cases: list, name: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--adapter", required=True, help="the MAGNET adapter folder to fill with")
-    p.add_argument("--fills", type=int, default=80, help="cases per suite and domain")
-    p.add_argument("--suites", default=",".join(SUITES))
-    p.add_argument("--domains", default="wikipedia,news")
+    p = unit_parser(__doc__, 80, ",".join(SUITES), "fill_guard", adapter_required=True)
     p.add_argument("--settings", default="0,3,4,3-plain")
     p.add_argument("--against", default="0", help="the setting the others are paired with")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", default="fill_guard")
     args = p.parse_args(argv)
 
     engine = magnet_engine(args.adapter, args.threads)
@@ -121,12 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
             report["suites"][key] = per
-    table = "\n".join(lines)
-    print(table)
-    report["table"] = table
-    report["seconds"] = round(time.perf_counter() - t0, 1)
-    runner = engine.runner
-    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    finish(args, engine, rows, report, lines, t0)
     return 0
 
 

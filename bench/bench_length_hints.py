@@ -25,11 +25,17 @@ bench/results/length_hints.json with the table and every fill.
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from common import Row, write_report
-from unit_fills import heldout_sources, magnet_engine, share_cell
+from common import Row
+from unit_fills import (
+    finish,
+    heldout_sources,
+    magnet_engine,
+    right_logps,
+    share_cell,
+    unit_parser,
+)
 
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import fill_flags, unit_cases
@@ -53,15 +59,7 @@ def hints_of(name: str, case) -> list:
 def right_nll(engine, scorer, case, result) -> float:
     """NLL of the first RIGHT_TOKENS tokens after the blank, read after the text before it
     and the fill (a causal reading, scorer: an adapter name or None for the base model)."""
-    from magnet_model.evaluation.scoring import Row as ScoreRow
-    from magnet_model.evaluation.scoring import row_nlls
-    from magnet_model.layout import IGNORE
-
-    fill = list(result.spans[0].token_ids)
-    right = case.right_ids[:RIGHT_TOKENS]
-    ids = case.left_ids + fill + right
-    labels = [IGNORE] * (len(case.left_ids) + len(fill) - 1) + right + [IGNORE]
-    return float(row_nlls(engine, [ScoreRow(ids, labels)], scorer, "causal", 1)[0].sum())
+    return -right_logps(engine, scorer, case, [result.spans[0].token_ids], RIGHT_TOKENS)[0]
 
 
 def fill_setting(engine, cases: list, name: str, scorer, made: dict) -> tuple[list, list]:
@@ -88,16 +86,9 @@ def fill_setting(engine, cases: list, name: str, scorer, made: dict) -> tuple[li
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--adapter", default="adapters/magnet", help="the MAGNET adapter folder")
-    p.add_argument("--fills", type=int, default=80, help="cases per suite and domain")
-    p.add_argument("--suites", default="phrase,word,window")
-    p.add_argument("--domains", default="wikipedia,news")
+    p = unit_parser(__doc__, 80, "phrase,word,window", "length_hints")
     p.add_argument("--settings", default="none,truth,4,12,24,best:4+12+24+none")
     p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", default="length_hints")
     args = p.parse_args(argv)
 
     from magnet_model.evaluation.scoring import span_cases
@@ -162,12 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
             print("\n".join(lines[-len(per) :]), flush=True)
-    table = "\n".join(lines)
-    print(table)
-    report["table"] = table
-    report["seconds"] = round(time.perf_counter() - t0, 1)
-    runner = engine.runner
-    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    finish(args, engine, rows, report, lines, t0)
     return 0
 
 

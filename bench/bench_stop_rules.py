@@ -24,11 +24,17 @@ bench/results/stop_rules.json with the table and every fill.
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from common import Row, write_report
-from unit_fills import heldout_sources, magnet_engine, share_cell
+from common import Row
+from unit_fills import (
+    finish,
+    heldout_sources,
+    magnet_engine,
+    right_logps,
+    share_cell,
+    unit_parser,
+)
 
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import fill_flags, unit_cases
@@ -38,21 +44,6 @@ from magnet_model.inference.stops import candidates
 CAP = 64
 RIGHT_TOKENS = 8
 RULES = ("model", "likeliest", "join", "join-free", "decoder")
-
-
-def right_logps(engine, scorer, case, span, ts: list[int]) -> list[float]:
-    """log P of the first RIGHT_TOKENS tokens after the blank after left + fill[:t], per t."""
-    from magnet_model.evaluation.scoring import Row as ScoreRow
-    from magnet_model.evaluation.scoring import row_nlls
-    from magnet_model.layout import IGNORE
-
-    right = case.right_ids[:RIGHT_TOKENS]
-    rows = []
-    for t in ts:
-        ids = case.left_ids + list(span.token_ids[:t]) + right
-        labels = [IGNORE] * (len(ids) - len(right) - 1) + right + [IGNORE]
-        rows.append(ScoreRow(ids, labels))
-    return [-float(x.sum()) for x in row_nlls(engine, rows, scorer, "causal", 8)]
 
 
 def cut(engine, result, t: int) -> InfillResult:
@@ -67,15 +58,8 @@ def cut(engine, result, t: int) -> InfillResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--adapter", default="adapters/magnet", help="the MAGNET adapter folder")
-    p.add_argument("--fills", type=int, default=40, help="cases per suite and domain")
-    p.add_argument("--suites", default="sentence,phrase,word")
-    p.add_argument("--domains", default="wikipedia,news")
+    p = unit_parser(__doc__, 40, "sentence,phrase,word", "stop_rules")
     p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", default="stop_rules")
     args = p.parse_args(argv)
 
     engine = magnet_engine(args.adapter, args.threads)
@@ -101,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 cuts = engine.runner.cut_points
                 cands = candidates(span.trace, span.token_ids, span.end_reason, cuts)
                 ts = [t for t, _, _ in cands]
-                right = right_logps(engine, scorer, c, span, ts)
+                fills = [span.token_ids[:t] for t in ts]
+                right = right_logps(engine, scorer, c, fills, RIGHT_TOKENS)
                 score = {
                     "model": [1.0 if t == len(span.token_ids) else 0.0 for t in ts],
                     "likeliest": [a + e for _, a, e in cands],
@@ -163,12 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
             print("\n".join(lines[-len(per) :]), flush=True)
-    table = "\n".join(lines)
-    print(table)
-    report["table"] = table
-    report["seconds"] = round(time.perf_counter() - t0, 1)
-    runner = engine.runner
-    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+    finish(args, engine, rows, report, lines, t0)
     return 0
 
 

@@ -1,12 +1,34 @@
 """What the benchmarks of MAGNET's unit-suite fills share (bench_fill_guard.py,
-bench_length_hints.py): the engine with one adapter, the held-out passages per domain, and a
-table cell of a share with its interval, paired with a reference setting's."""
+bench_length_hints.py, bench_stop_rules.py): their common flags, the engine with one adapter,
+the held-out passages per domain, a table cell of a share with its interval (paired with a
+reference setting's), the causal reading of the text after a blank, and the report's end."""
 
 from __future__ import annotations
 
-from common import ROOT  # noqa: F401 (puts the project on sys.path)
+import argparse
+import time
+
+from common import ROOT, write_report  # noqa: F401 (ROOT puts the project on sys.path)
 
 from magnet_model.evaluation.stats import paired_shares, share
+
+
+def unit_parser(
+    doc: str, fills: int, suites: str, out: str, adapter_required: bool = False
+) -> argparse.ArgumentParser:
+    """The flags every unit-fill benchmark takes (a benchmark adds its own)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if adapter_required:
+        p.add_argument("--adapter", required=True, help="the MAGNET adapter folder to fill with")
+    else:
+        p.add_argument("--adapter", default="adapters/magnet", help="the MAGNET adapter folder")
+    p.add_argument("--fills", type=int, default=fills, help="cases per suite and domain")
+    p.add_argument("--suites", default=suites)
+    p.add_argument("--domains", default="wikipedia,news")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default=out)
+    return p
 
 
 def magnet_engine(adapter: str, threads: int | None):
@@ -37,3 +59,29 @@ def share_cell(flags: list[bool], against: list[bool] | None) -> tuple[str, dict
         return cell, None
     d = paired_shares(flags, against)
     return cell + f", {100 * d['diff']:+.0f} pts (p={d['p']:.2g})", d
+
+
+def right_logps(engine, scorer, case, fills: list[list[int]], n: int) -> list[float]:
+    """Per fill (token ids): log P of the first n tokens after the blank, read causally after
+    the text before it and the fill (scorer: an adapter name, or None for the base model)."""
+    from magnet_model.evaluation.scoring import Row as ScoreRow
+    from magnet_model.evaluation.scoring import row_nlls
+    from magnet_model.layout import IGNORE
+
+    right = case.right_ids[:n]
+    rows = []
+    for fill in fills:
+        ids = case.left_ids + list(fill) + right
+        labels = [IGNORE] * (len(ids) - len(right) - 1) + right + [IGNORE]
+        rows.append(ScoreRow(ids, labels))
+    return [-float(x.sum()) for x in row_nlls(engine, rows, scorer, "causal", 8)]
+
+
+def finish(args, engine, rows: list, report: dict, lines: list[str], t0: float) -> None:
+    """Print the whole table and write the report (the table, the seconds it took, rows)."""
+    table = "\n".join(lines)
+    print(table)
+    report["table"] = table
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    runner = engine.runner
+    write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)

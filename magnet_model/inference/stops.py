@@ -49,10 +49,9 @@ def cut_points(tokenizer) -> list[bool]:
 def candidates(trace, ids, reason: str, cuts, min_tokens: int = 1) -> list[tuple]:
     """(t, log P of the first t tokens, log P of the end after them) for each stop the rule may
     pick: word boundaries (cuts: cut_points, whether the token after t may follow a cut) at
-    which the end was allowed
-    (trace: per step (log P of the token picked, log P of <span_end>), infill.InfillJob), and
-    the span as decoded (a span cut at its cap or joined to the right context keeps its own
-    end: 0)."""
+    which the end was allowed (trace: per step, the log P of the token picked and of
+    <span_end>, infill.InfillJob), and the span as decoded (a span cut at its cap or joined to
+    the right context keeps its own end: 0)."""
     out, total = [], 0.0
     for t, (tok_lp, end_lp) in enumerate(trace):
         if t > len(ids):
