@@ -33,6 +33,7 @@ skips, so it is not used here.
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -179,7 +180,10 @@ def setup(device: str) -> Ranks:
 
 
 def teardown(ranks: Ranks) -> None:
-    """Close the process group (the launcher then sees each rank end cleanly)."""
+    """Close the process group (the launcher then sees each rank end cleanly). Graphs still
+    holding the group (SSCL's all_gather saves it for backward) are freed first, while the
+    interpreter is whole."""
     if ranks.distributed and torch.distributed.is_initialized():
+        gc.collect()
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

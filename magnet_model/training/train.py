@@ -23,6 +23,7 @@ checkpoints.py (save and resume), distributed.py (the ranks).
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
@@ -99,4 +100,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if "RANK" in os.environ:
+        # A launched rank has closed its process group and written what it writes; after the
+        # exit handlers it ends here, skipping the interpreter's own teardown, where a gloo or
+        # store thread still joinable at exit aborts the process now and then ("terminate
+        # called without an active exception", SIGABRT after the adapter was written) and the
+        # launcher then reports a finished run as failed.
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
