@@ -44,6 +44,7 @@ from textrules import (
     has_verb,
     is_chat_reply,
     is_copy,
+    sentence_start,
     trails_off,
 )
 from textrules import MARKER as MARKER
@@ -139,24 +140,31 @@ def is_overlong(fill: str, original: str | None) -> bool:
     return len(fill.split()) > OVERLONG_RATIO * len(original.split())
 
 
-def is_unfinished(fill: str, original: str | None) -> bool:
+def is_unfinished(fill: str, original: str | None, start: str = "") -> bool:
     """The removed span was a sentence and the fill does not end one, or is no clause at all
-    where the original was one (False when unknown)."""
+    where the original was one (False when unknown). `start`: the words of that sentence
+    before the blank (textrules.sentence_start), read with the fill as a reader reads them
+    ("Michael Fried, T. J." + "Greenberg." has the verb of the words before)."""
     if not original or not ends_sentence(original):
         return False
     if not ends_sentence(fill) or (trails_off(fill) and not trails_off(original)):
         return True
     statement = fill.rstrip().rstrip("\"'”’)]").endswith(".")  # "What a day!" needs no verb
-    return statement and has_verb(original) and not has_verb(fill)
+    return statement and has_verb(f"{start} {original}") and not has_verb(f"{start} {fill}")
 
 
-def fill_problems(fill: str, original: str | None, context: str) -> set[str]:
-    """Every problem of one fill (PROBLEMS' names); context: the item's text."""
+def fill_problems(
+    fill: str, original: str | None, context: str, left: str | None = None
+) -> set[str]:
+    """Every problem of one fill (PROBLEMS' names); context: the item's text; left: the text
+    before this blank (by default the context's before its first blank)."""
     if is_empty(fill):
         return {"empty"}
+    if left is None:
+        left = context.split(MARKER)[0] if MARKER in context else ""
     found = {
         "overlong": is_overlong(fill, original),
-        "unfinished": is_unfinished(fill, original),
+        "unfinished": is_unfinished(fill, original, sentence_start(left)),
         "chat": is_chat_reply(fill, context),
         "copy": is_copy(fill, context),
         "repeats": has_repeats(fill),
@@ -179,8 +187,9 @@ def output_problems(item: ItemIn, output: OutputIn) -> tuple[str, ...] | None:
     if not fills:
         return ("empty",)
     found: set[str] = set()
-    for f, g in zip(fills, _originals(item, len(fills)), strict=True):
-        found |= fill_problems(f, g, item.text)
+    lefts = item.text.split(MARKER)  # the text before each blank, from the blank before it
+    for i, (f, g) in enumerate(zip(fills, _originals(item, len(fills)), strict=True)):
+        found |= fill_problems(f, g, item.text, lefts[i] if i < len(lefts) else "")
     return tuple(p for p in PROBLEM_NAMES if p in found)
 
 

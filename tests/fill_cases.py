@@ -1,6 +1,10 @@
 """Replies the real embedded model gave instead of a fill (browser tour s4, N-M2 and n5; the
 Paper-protocol run of bench/bench_fill_checks.py), and fills raters should see, several of
-them sentences about help, models or texts: the cases both chat-reply rules are tested on."""
+them sentences about help, models or texts: the cases both chat-reply rules are tested on,
+and the fills bench/fit_meta_rule.py keeps its fitted rule from flagging (in NO_CHAT_CONTEXT,
+a passage that names no part of the task)."""
+
+NO_CHAT_CONTEXT = "The Amazon is the largest rainforest on Earth. [blank] Scientists warn."
 
 CHAT_REPLIES = [
     "I'm ready to help. What's your next question?",
@@ -62,6 +66,13 @@ CHAT_REPLIES = [
     "You can remove the extra blank line by removing the extra space after the word",
     "no, I will not replace this answer.",
     "This reminds me of the 19th century French term for art.",
+    # a study on other passages (seed 2): talk about the task that neither the phrases nor the
+    # register catch, only the fitted rule (textrules/meta.py)
+    "No other words are provided.",
+    "The sentence to be filled in is:",
+    "**Removed punctuation.**",
+    "No other words are missing.",
+    "Aardvarks, please correct the text to fit the requested text.",
 ]
 FILLS = [
     "Tokyo",

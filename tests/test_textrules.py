@@ -4,11 +4,11 @@ reply, a copy of the passage and a loop are (pure text, no model, no store)."""
 from __future__ import annotations
 
 import pytest
-from fill_cases import CHAT_REPLIES, FILLS
+from fill_cases import CHAT_REPLIES, FILLS, NO_CHAT_CONTEXT
 
 from textrules import CopyGuard, has_repeats, is_chat_reply, is_copy, repeats_ngram, words
 
-CONTEXT = "The Amazon is the largest rainforest on Earth. [blank] Scientists warn."
+CONTEXT = NO_CHAT_CONTEXT
 
 
 @pytest.mark.parametrize("reply", CHAT_REPLIES)
@@ -99,3 +99,37 @@ def test_the_copy_guard_sees_a_run_of_the_source_while_its_last_word_is_written(
     assert not guard.copies("slept. A second text and")  # runs never span two sources
     assert not CopyGuard(["The cat sat on the mat."], 0).copies("the cat sat on the mat")
     assert is_copy("the cat sat on the mat", "The cat sat on the mat and slept.")
+
+
+def test_talk_about_the_task_is_scored_against_the_words_the_passage_uses():
+    from textrules.chat import speaks_as_assistant
+    from textrules.meta import score, talks_about_task
+
+    reply = "No other words are provided to complete the sentence."
+    assert not speaks_as_assistant(reply, CONTEXT)  # no phrase of the list, no "I" or "you"
+    assert talks_about_task(reply, CONTEXT) and is_chat_reply(reply, CONTEXT)
+    # a passage about sentences and words: the same words are no evidence there
+    grammar = "A sentence is made of words. [blank] Every sentence needs a verb."
+    assert not talks_about_task(reply, grammar)
+    assert score(reply, grammar) < score(reply, CONTEXT)
+    # one task word in its other sense is not enough; a second kind of evidence is
+    assert not talks_about_task("The sentence was read out in court.", CONTEXT)
+    assert talks_about_task("The sentence to be filled in is:", CONTEXT)
+    # words in quotation marks are the quoted text's, not the reply's
+    assert not talks_about_task('He called it "the missing sentence" in his memoir.', CONTEXT)
+
+
+def test_the_sentence_a_blank_sits_in_starts_after_the_last_real_sentence_end():
+    from textrules import ends_sentence, sentence_start
+
+    assert sentence_start("It rained. Then the") == "Then the"
+    assert sentence_start("It rained.") == "" and sentence_start("") == ""
+    assert sentence_start("Line one\nline two") == "line two"
+    # an initial, "et al." or a title goes on with the sentence
+    left = "Critics emerged, such as Michael Fried, T. J."
+    assert sentence_start(left) == left
+    assert sentence_start("It grew. According to Chaubey et al.") == "According to Chaubey et al."
+    assert sentence_start("He met Dr. Smith and the") == "He met Dr. Smith and the"
+    # "i.e." and "e.g." never end a sentence, for the fills' sentence rule too
+    assert not ends_sentence("the older system, i.e.") and not ends_sentence("for example, E.g.")
+    assert ends_sentence("in the U.S.")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from .meta import talks_about_task
+
 # The assistant's phrases. Matched case-insensitively, on word boundaries.
 CHAT_PHRASES = (
     r"i(?:'| a)?m (?:ready|happy|glad|here) to (?:help|assist)",
@@ -150,11 +152,17 @@ def persons(text: str) -> set[str]:
     return found
 
 
-def is_chat_reply(text: str, context: str = "") -> bool:
-    """A chat turn, not a fill: the text holds an assistant's phrase (CHAT_PHRASES) that the
+def speaks_as_assistant(text: str, context: str = "") -> bool:
+    """The first two rules: the text holds an assistant's phrase (CHAT_PHRASES) that the
     context (the passage around the blank) does not, or speaks as "I" or to "you" where the
     context never does (persons(); module docstring)."""
     said = {m.group(0).lower() for m in _CHAT.finditer(text)}
     if said - {m.group(0).lower() for m in _CHAT.finditer(context)}:
         return True
     return bool(persons(text) - persons(context))
+
+
+def is_chat_reply(text: str, context: str = "") -> bool:
+    """A chat turn, not a fill: speaks_as_assistant(), or talk about the task by the fitted
+    rule of meta.py."""
+    return speaks_as_assistant(text, context) or talks_about_task(text, context)

@@ -10,15 +10,18 @@ import re
 SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
-# a title's full stop before a name ("Dr. Hollingworth") ends no sentence
+# a title's full stop before a name ("Dr. Hollingworth") ends no sentence, nor one of the
+# abbreviations that always introduce more ("i.e.", "e.g.", "cf.", "viz.")
 TITLE_END = re.compile(
-    r"(?:^|[\s(\"'“‘])(?:Mr|Mrs|Ms|Dr|Prof|Gen|Col|Capt|Lt|Sgt|Rev|Gov|Sen|Rep|Mt|St|vs)\.$"
+    r"(?:^|[\s(\"'“‘])(?:Mr|Mrs|Ms|Dr|Prof|Gen|Col|Capt|Lt|Sgt|Rev|Gov|Sen|Rep|Mt|St|vs"
+    r"|(?i:i\.e|e\.g|cf|viz))\.$"
 )
 
 
 def ends_sentence(text: str) -> bool:
     """Whether a text ends as a sentence does: . ! ? or …, then any closing quotes/brackets;
-    not after a title that stands before a name (Mr. Dr. Prof. St. ...)."""
+    not after a title that stands before a name (Mr. Dr. Prof. St. ...) or after "i.e.",
+    "e.g.", "cf.", "viz."."""
     text = text.rstrip()
     return bool(SENTENCE_END.search(text)) and not TITLE_END.search(text)
 
@@ -30,3 +33,26 @@ def trails_off(text: str) -> bool:
     """Whether a text ends in an ellipsis ("They are thought to have..."): it ends as a
     sentence may, but a reader who asked for a sentence reads it as one left unfinished."""
     return bool(TRAILING_ELLIPSIS.search(text.rstrip()))
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?…][\"'”’)\]]*\s+(?=[\"“‘(\[]?[A-Z0-9])|\n")
+# a full stop after an initial ("T. J. Clark"), "et al." or a title continues the sentence
+_NO_BREAK = re.compile(
+    r"(?:(?<![A-Za-z])[A-Z]|\bet al|\b(?:Mr|Mrs|Ms|Dr|Prof|Gen|Col|Capt|Lt|Sgt|Rev|Gov|Sen|Rep"
+    r"|Mt|St|vs))\.[\"'”’)\]]*\s*$"
+)
+
+
+def sentence_start(left: str) -> str:
+    """The start of the sentence a blank sits in: what of `left` (the text before the blank)
+    follows its last sentence end ("" when the blank starts a sentence). A full stop after an
+    initial, "et al." or a title ends nothing here ("Fried, T. J." goes on)."""
+    if not left.strip() or left.endswith("\n"):
+        return ""
+    if ends_sentence(left) and not _NO_BREAK.search(left):
+        return ""
+    start = 0
+    for m in _SENTENCE_BREAK.finditer(left):
+        if m.group(0) == "\n" or not _NO_BREAK.search(left[: m.end()]):
+            start = m.end()
+    return left[start:]

@@ -5,7 +5,7 @@ protocol's outputs that raters met unannounced (browser tour s4, N-M2)."""
 from __future__ import annotations
 
 import pytest
-from fill_cases import CHAT_REPLIES, FILLS
+from fill_cases import CHAT_REPLIES, FILLS, NO_CHAT_CONTEXT
 
 from annotation_db import OVERLONG_RATIO, ItemIn, OutputIn, fill_counts, fill_summary
 from annotation_db.fills import (
@@ -14,6 +14,7 @@ from annotation_db.fills import (
     is_chat_reply,
     is_copy,
     is_unfinished,
+    output_problems,
 )
 from annotation_db.report import render_report
 
@@ -81,7 +82,7 @@ def test_chat_replies_are_flagged(reply):
 
 @pytest.mark.parametrize("fill", FILLS)
 def test_fills_are_not_chat_replies(fill):
-    assert not is_chat_reply(fill, "Some text [blank] here.")
+    assert not is_chat_reply(fill, NO_CHAT_CONTEXT)
 
 
 def test_a_phrase_of_the_text_itself_is_no_chat_reply():
@@ -117,3 +118,20 @@ def test_copies_repeats_and_unfinished_sentences():
     assert not is_unfinished("the fields", None)  # the original unknown: not judged
     assert fill_problems("", removed, text) == {"empty"}
     assert fill_problems("There is", removed, text) == {"unfinished"}
+
+
+def test_a_fill_that_ends_the_sentence_begun_before_the_blank_is_read_with_its_start():
+    removed = "Clark, Rosalind Krauss and others."  # the splitter had cut after "T. J."
+    text = "Critics emerged, such as Michael Fried, T. J. [blank] Later ones followed."
+    assert fill_problems("Greenberg.", removed, text) == set()  # "emerged" is its verb
+    assert is_unfinished("Greenberg.", removed)  # read alone, it is no sentence
+    # a blank that starts its sentence gets no verb from the sentence before
+    text = "Critics emerged in Paris. [blank] Later ones followed."
+    assert fill_problems("The end of the war.", "Artists came.", text) == {"unfinished"}
+    # in an item with several blanks each fill is read after the text before its own blank
+    item = ItemIn(key="k", text="It rained. [blank] Then, as critics such as T. J. [blank] Later.",
+                  original=["Crops grew.", "Clark wrote."])  # fmt: skip
+    out = OutputIn("k", "s", "...", fills=["The harvest.", "Greenberg."])
+    assert output_problems(item, out) == ("unfinished",)  # the first fill's
+    out = OutputIn("k", "s", "...", fills=["The harvest came.", "Greenberg."])
+    assert output_problems(item, out) == ()
