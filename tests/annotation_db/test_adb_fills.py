@@ -121,7 +121,7 @@ def test_copies_repeats_and_unfinished_sentences():
 
 
 def test_a_fill_that_ends_the_sentence_begun_before_the_blank_is_read_with_its_start():
-    removed = "Clark, Rosalind Krauss and others."  # the splitter had cut after "T. J."
+    removed = "Clark and Rosalind Krauss wrote on it."  # the splitter had cut after "T. J."
     text = "Critics emerged, such as Michael Fried, T. J. [blank] Later ones followed."
     assert fill_problems("Greenberg.", removed, text) == set()  # "emerged" is its verb
     assert is_unfinished("Greenberg.", removed)  # read alone, it is no sentence
@@ -135,3 +135,13 @@ def test_a_fill_that_ends_the_sentence_begun_before_the_blank_is_read_with_its_s
     assert output_problems(item, out) == ("unfinished",)  # the first fill's
     out = OutputIn("k", "s", "...", fills=["The harvest came.", "Greenberg."])
     assert output_problems(item, out) == ()
+
+
+def test_a_plural_that_ends_a_noun_phrase_makes_no_sentence():
+    removed = "Speakers of the language live on many islands."
+    for fragment in ("The language of the Austronesian peoples.", "His works, his discoveries."):
+        assert is_unfinished(fragment, removed), fragment
+    # a plural subject with its bare verb, and a third-person verb, still read as sentences
+    for sentence in ("The chloroplasts contain chlorophyll.", "The river floods.",
+                     "Some authors consider them algae."):  # fmt: skip
+        assert not is_unfinished(sentence, removed), sentence
