@@ -15,6 +15,8 @@ the end was allowed is a candidate stop (the fill cut there), and each rule keep
   blank read causally after the text before it and the cut fill (`--scorer`: the adapter
   read causally, or the base model): the whole completed text, fill, end and what follows;
 - `join-free`: the fill's tokens and what follows, without the end's probability;
+- `join-mean`: join's sum divided by the tokens it reads (the fill's, the end, RIGHT_TOKENS):
+  the joined text's mean log-probability per token, which does not favour fewer tokens;
 - `decoder`: the fill the app makes (`fill_stop="join"`, inference/stops.py: `join` computed
   inside the decoder, on the text as the user typed it): a check that the two agree.
 Per suite and rule: length against the truth, fills within 0.5-2x it, the shape (one complete
@@ -43,7 +45,7 @@ from magnet_model.inference.stops import candidates
 
 CAP = 64
 RIGHT_TOKENS = 8
-RULES = ("model", "likeliest", "join", "join-free", "decoder")
+RULES = ("model", "likeliest", "join", "join-free", "join-mean", "decoder")
 
 
 def cut(engine, result, t: int) -> InfillResult:
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
                     "likeliest": [a + e for _, a, e in cands],
                     "join": [a + e + q for (_, a, e), q in zip(cands, right, strict=True)],
                     "join-free": [a + q for (_, a, _), q in zip(cands, right, strict=True)],
+                    "join-mean": [
+                        (a + e + q) / (t + 1 + RIGHT_TOKENS)
+                        for (t, a, e), q in zip(cands, right, strict=True)
+                    ],
                 }
                 for rule in RULES[:-1]:
                     best = max(range(len(ts)), key=score[rule].__getitem__)

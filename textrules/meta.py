@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 
+from .copies import MARKER
 from .meta_weights import BIAS, THRESHOLD, WEIGHTS
 
 _QUOTED_SPAN = re.compile(r"[\"“]([^\"“”]{1,80})[\"”]")
@@ -64,6 +65,7 @@ def features(fill: str, context: str = "") -> dict[str, float]:
     """The evidence that `fill` talks about the task rather than fills the blank (FEATURES'
     names, each 0 when absent). Vocabulary is counted outside quotation marks."""
     text = _unquoted(fill)
+    context = context.replace(MARKER, " ")  # the app's blank is no word of the passage
     stripped = fill.strip()
     spans = _QUOTED_SPAN.findall(fill)
     low_context = context.lower()
