@@ -6,7 +6,7 @@ hand-labelled real outputs, and say how well it does on rows it was not fitted o
 
 The labelled rows (tests/data/labelled_outputs.jsonl) come in batches, each labelled at one
 time from one source (the evaluator's result files, then Paper-protocol studies `pp-`, `pp2-`,
-`pp3-`, `pp4-`, the `fresh-` baseline fills; tests/data/labelled_outputs.md). Leave one batch
+`pp3-` to `pp5-`, the `fresh-` baseline fills; tests/data/labelled_outputs.md). Leave one batch
 out: for each batch, a logistic regression (scikit-learn) on textrules.meta.features() is
 fitted on the other batches and scores the left-out one. The threshold is the lowest at which
 the whole chat check (the first two rules OR this one) keeps a pooled precision of at least

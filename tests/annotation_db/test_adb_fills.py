@@ -145,3 +145,18 @@ def test_a_plural_that_ends_a_noun_phrase_makes_no_sentence():
     for sentence in ("The chloroplasts contain chlorophyll.", "The river floods.",
                      "Some authors consider them algae."):  # fmt: skip
         assert not is_unfinished(sentence, removed), sentence
+
+
+def test_names_numerals_and_participles_are_not_the_verb_of_a_sentence():
+    removed = "The treaty was signed in 1919."
+    for fragment in ("The League of Nations in 1919.", "3400 BC (5,400 years old).",
+                     "Banned by the International Red Cross.", "Dedicated to the land.",
+                     "Only the required text."):  # fmt: skip
+        assert is_unfinished(fragment, removed), fragment
+    # a verb after a participle opening, a modifier before a verb, an order, a capitalised
+    # word that starts a second sentence: still sentences
+    for sentence in ("Founded in 1900, the city grew.", "The armed men arrived.",
+                     "Please replace the text.", "It rained. Crops grew.",
+                     "Oklahoma has the highest rate of tornadoes.",
+                     "The Beatles released Abbey Road."):  # fmt: skip
+        assert not is_unfinished(sentence, removed), sentence
