@@ -11,14 +11,22 @@ the end was allowed is a candidate stop (the fill cut there), and each rule keep
 - `model`: where the model ended it (what the app does today);
 - `likeliest`: the stop with the highest probability of the span as a whole, the tokens
   before it and <span_end> after them (the most probable of the ended prefixes);
-- `join`: likeliest, plus the log-probability of the first RIGHT_TOKENS tokens after the
+- `join-0`: likeliest, plus the log-probability of the first RIGHT_TOKENS tokens after the
   blank read causally after the text before it and the cut fill (`--scorer`: the adapter
   read causally, or the base model): the whole completed text, fill, end and what follows;
+- `join`: join-0 plus stops.LENGTH_BONUS per token of the fill (the decoder's rule);
 - `join-free`: the fill's tokens and what follows, without the end's probability;
-- `join-mean`: join's sum divided by the tokens it reads (the fill's, the end, RIGHT_TOKENS):
+- `join-mean`: join-0's sum divided by the tokens it reads (the fill's, the end, RIGHT_TOKENS):
   the joined text's mean log-probability per token, which does not favour fewer tokens;
+- `join+B` (one per `--length-bonus B`): join-0 plus B per token of the fill, a length prior
+  against join's pull toward short fills (each token costs log-probability); B is chosen on
+  `--split dev` (passages of the training split, never the held-out ones) and only then read
+  on the held-out cases;
 - `decoder`: the fill the app makes (`fill_stop="join"`, inference/stops.py: `join` computed
-  inside the decoder, on the text as the user typed it): a check that the two agree.
+  inside the decoder, on the text as the user typed it): a check that the two agree
+  (`--no-decoder` skips it, halving the time).
+`--split dev` takes the cases from the training split's passages (Wikipedia training
+paragraphs, the CoNLL-2003 training stories) instead of the evaluator's held-out ones.
 Per suite and rule: length against the truth, fills within 0.5-2x it, the shape (one complete
 sentence / no sentence end inside), repeated 3-grams, each paired against `model`. Writes
 bench/results/stop_rules.json with the table and every fill.
@@ -30,6 +38,7 @@ import time
 
 from common import Row
 from unit_fills import (
+    dev_sources,
     finish,
     heldout_sources,
     magnet_engine,
@@ -41,11 +50,11 @@ from unit_fills import (
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import fill_flags, unit_cases
 from magnet_model.inference.blanks import FilledSpan, InfillResult
-from magnet_model.inference.stops import candidates
+from magnet_model.inference.stops import LENGTH_BONUS, candidates
 
 CAP = 64
 RIGHT_TOKENS = 8
-RULES = ("model", "likeliest", "join", "join-free", "join-mean", "decoder")
+RULES = ("model", "likeliest", "join-0", "join", "join-free", "join-mean", "decoder")
 
 
 def cut(engine, result, t: int) -> InfillResult:
@@ -62,12 +71,22 @@ def cut(engine, result, t: int) -> InfillResult:
 def main(argv: list[str] | None = None) -> int:
     p = unit_parser(__doc__, 40, "sentence,phrase,word", "stop_rules")
     p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
+    p.add_argument("--split", default="heldout", choices=("heldout", "dev"))
+    p.add_argument(
+        "--length-bonus", default="", help="comma-separated per-token bonuses B: rules join+B"
+    )
+    p.add_argument("--no-decoder", action="store_true", help="skip the decoder's own fill")
     args = p.parse_args(argv)
+    bonuses = [float(b) for b in args.length_bonus.split(",") if b.strip()]
+    rules = [r for r in RULES if r != "decoder"] + [f"join+{b:g}" for b in bonuses]
+    if not args.no_decoder:
+        rules.append("decoder")
 
     engine = magnet_engine(args.adapter, args.threads)
     scorer = "magnet" if args.scorer == "magnet" else None
-    sources = heldout_sources()
-    report: dict = {"adapter": args.adapter, "fills": args.fills, "rules": RULES, "suites": {}}
+    sources = heldout_sources() if args.split == "heldout" else dev_sources()
+    report = {"adapter": args.adapter, "fills": args.fills, "split": args.split, "suites": {}}
+    report["rules"] = rules
     head = ("length / truth", "within 0.5-2x", "shape", "repeated 3-gram")
     lines = ["| suite | rule | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
     rows: list[Row] = []
@@ -78,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
             truth = [c.n_tokens for c in cases]
             key = f"{domain}/{kind}"
-            kept: dict[str, list] = {r: [] for r in RULES}
+            kept: dict[str, list] = {r: [] for r in rules}
             seconds = {"model": 0.0, "decoder": 0.0}
             for c in cases:
                 text = c.blanked("[blank]")
@@ -92,23 +111,31 @@ def main(argv: list[str] | None = None) -> int:
                 score = {
                     "model": [1.0 if t == len(span.token_ids) else 0.0 for t in ts],
                     "likeliest": [a + e for _, a, e in cands],
-                    "join": [a + e + q for (_, a, e), q in zip(cands, right, strict=True)],
+                    "join-0": [a + e + q for (_, a, e), q in zip(cands, right, strict=True)],
                     "join-free": [a + q for (_, a, _), q in zip(cands, right, strict=True)],
                     "join-mean": [
                         (a + e + q) / (t + 1 + RIGHT_TOKENS)
                         for (t, a, e), q in zip(cands, right, strict=True)
                     ],
                 }
-                for rule in RULES[:-1]:
-                    best = max(range(len(ts)), key=score[rule].__getitem__)
-                    kept[rule].append(cut(engine, r, ts[best]))
-                made = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="join")
-                kept["decoder"].append(made)
+                for b in (LENGTH_BONUS, *bonuses):
+                    join = zip(score["join-0"], ts, strict=True)
+                    score[f"join+{b:g}"] = [j + b * t for j, t in join]
+                score["join"] = score[f"join+{LENGTH_BONUS:g}"]
+                for rule in rules:
+                    if rule != "decoder":
+                        best = max(range(len(ts)), key=score[rule].__getitem__)
+                        kept[rule].append(cut(engine, r, ts[best]))
                 seconds["model"] += r.seconds
-                seconds["decoder"] += made.seconds
+                if not args.no_decoder:
+                    made = engine.infill(
+                        text, adapter="magnet", max_span_tokens=CAP, fill_stop="join"
+                    )
+                    kept["decoder"].append(made)
+                    seconds["decoder"] += made.seconds
             shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
             per = {}
-            for rule in RULES:
+            for rule in rules:
                 flags = fill_flags(engine, kind, kept[rule], "magnet")
                 written = [fill_tokens(engine, x.spans[0].text.strip()) for x in kept[rule]]
                 pairs = zip(written, truth, strict=True)
@@ -119,20 +146,21 @@ def main(argv: list[str] | None = None) -> int:
                     "fills": [x.spans[0].text.strip() for x in kept[rule]],
                 }
             report["suites"][key] = {"truths": [c.span_text.strip() for c in cases], **per}
-            pairs = zip(per["join"]["fills"], per["decoder"]["fills"], strict=True)
-            same = sum(a == b for a, b in pairs)
-            report["suites"][key]["decoder_equals_join"] = same
             report["suites"][key]["seconds"] = seconds
-            rows.append(
-                Row(
-                    f"{key}: seconds per fill, decoder (join) vs model",
-                    seconds["decoder"] / len(cases),
-                    "s",
-                    seconds["model"] / len(cases),
-                    "the model's own end, same cases, same process",
+            if not args.no_decoder:
+                pairs = zip(per["join"]["fills"], per["decoder"]["fills"], strict=True)
+                same = sum(a == b for a, b in pairs)
+                report["suites"][key]["decoder_equals_join"] = same
+                rows.append(
+                    Row(
+                        f"{key}: seconds per fill, decoder (join) vs model",
+                        seconds["decoder"] / len(cases),
+                        "s",
+                        seconds["model"] / len(cases),
+                        "the model's own end, same cases, same process",
+                    )
                 )
-            )
-            print(f"{key}: the decoder's fill is the offline join's in {same} of {len(cases)}")
+                print(f"{key}: the decoder's fill is the offline join's in {same} of {len(cases)}")
             off = per["model"]
             for rule, r in per.items():
                 cells = [f"{r['length_ratio']:.2f}"]

@@ -50,6 +50,25 @@ def heldout_sources() -> dict:
     return {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}
 
 
+def dev_sources() -> dict:
+    """Domain -> a function returning passages of the training split (never held out), in a
+    fixed shuffled order (the cases are the first passages that hold a unit, and the split is
+    in article order): for choosing a setting before it is read on the held-out cases."""
+    import random
+
+    from magnet_model.data import conll_news, wikipedia_paragraphs
+
+    def shuffled(texts) -> list[str]:
+        texts = list(texts)
+        random.Random("dev").shuffle(texts)
+        return texts
+
+    return {
+        "wikipedia": lambda: shuffled(wikipedia_paragraphs("train")),
+        "news": lambda: shuffled(conll_news()),
+    }
+
+
 def share_cell(flags: list[bool], against: list[bool] | None) -> tuple[str, dict | None]:
     """ "40% (26%–55%)", and with a reference's flags on the same cases the paired difference
     ", +8 pts (p=0.51)" -> (cell, the paired comparison or None)."""

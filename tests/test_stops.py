@@ -13,7 +13,13 @@ from tiny_models import make_tiny_tokenizer
 
 from magnet_model.errors import InputError
 from magnet_model.inference.engine import Engine
-from magnet_model.inference.stops import candidates, packed_join, stop_steps
+from magnet_model.inference.stops import (
+    LENGTH_BONUS,
+    candidates,
+    choose,
+    packed_join,
+    stop_steps,
+)
 from magnet_model.masks import additive
 
 VOCAB = 50
@@ -131,6 +137,15 @@ def test_the_candidates_score_the_span_and_its_end():
     # a span cut at its cap keeps its cap as a candidate (its end: none asked, 0)
     trace = [(-0.5, -9.0), (-1.0, -2.0)]
     assert candidates(trace, [10, 11], "max", [True] * VOCAB) == [(1, -0.5, -2.0), (2, -1.5, 0.0)]
+
+
+def test_the_length_prior_keeps_a_longer_fill_that_costs_little_more():
+    # (t, log P of the first t tokens, log P of the end there); the text after reads the same
+    cands = [(1, -1.0, -1.0), (3, -1.8, -1.0)]
+    assert choose(cands, [0.0, 0.0], bonus=0.0) == 1  # the sum alone: the shorter wins
+    assert LENGTH_BONUS > 0 and choose(cands, [0.0, 0.0]) == 3  # 0.8 nats for two more tokens
+    # a longer fill that costs more than the prior gives is still cut
+    assert choose([(1, -1.0, -1.0), (3, -4.0, -1.0)], [0.0, 0.0]) == 1
 
 
 @pytest.mark.parametrize(
