@@ -9,6 +9,11 @@ SENTENCE_SPAN_TOKENS tokens), decoded as a study decodes them (sampled at the st
 temperature and top-p, one seed per item). The baseline run is the same call with the re-ask
 of a chat reply switched off (an empty reply is still asked again, as before); the target is a
 chat-reply share of at most 5% for zero-shot after the re-ask.
+
+    python bench/bench_fill_checks.py --asks 3,6 [--out fill_checks_asks]
+
+compares numbers of attempts instead (prompted.ASKS; the first is the reference): with the same
+seeds an item's first attempts are the same whatever the number, so the runs are paired.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--systems", default="zero-shot", help="comma-separated")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--asks", default="", help="comma-separated attempt counts to compare")
+    parser.add_argument("--out", default="fill_checks")
     args = parser.parse_args(argv)
     import torch
 
@@ -62,23 +69,29 @@ def main(argv: list[str] | None = None) -> int:
     items = studies.study_items("sentence", args.items, 0, len(systems)).items
     engine = Engine.from_spec(ModelSpec.from_env())
     runs = {}
-    for name, reask in (("without the re-ask", False), ("re-asked", True)):
+    if args.asks:
+        settings = [(f"{n} attempts", int(n)) for n in args.asks.split(",")]
+    else:
+        settings = [("without the re-ask", None), ("re-asked", prompted.ASKS)]
+    for name, asks in settings:
         t0 = time.perf_counter()
         print(f"{name}:", flush=True)
-        if reask:
-            outs = outputs(engine, items, systems)
-        else:
+        if asks is None:
             with mock.patch.object(prompted.prompts, "is_chat_reply", lambda *a, **k: False):
+                outs = outputs(engine, items, systems)
+        else:
+            with mock.patch.object(prompted, "ASKS", asks):
                 outs = outputs(engine, items, systems)
         runs[name] = (fill_counts(items, outs), time.perf_counter() - t0, outs)
     rows, extra = [], {"items": len(items), "systems": systems, "runs": {}}
-    before = {c.system: c for c in runs["without the re-ask"][0]}
-    for c in runs["re-asked"][0]:
+    first, last = settings[0][0], settings[-1][0]
+    before = {c.system: c for c in runs[first][0]}
+    for c in runs[last][0]:
         b = before[c.system]
         target = "<= 0.05" if c.system == "zero-shot" else ""
         rows.append(
             Row(
-                f"{c.system}: chat-reply share after the re-ask",
+                f"{c.system}: chat-reply share, {last}",
                 c.chat / c.n_outputs,
                 "share",
                 target=target,
@@ -87,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows.append(
             Row(
-                f"{c.system}: chat replies, re-asked vs not (same items and seeds)",
+                f"{c.system}: chat replies, {last} vs {first} (same items and seeds)",
                 c.chat,
                 "outputs",
                 baseline=b.chat,
-                baseline_what="without the re-ask",
+                baseline_what=first,
             )  # fmt: skip
         )
     for name, (counts, seconds, outs) in runs.items():
@@ -103,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             "fills": [f"{o.system} {o.item_key}: {' | '.join(o.fills or [])}" for o in outs],
         }
         print(name, [c.summary() for c in counts], *extra["runs"][name]["chat_replies"], sep="\n")
-    write_report("fill_checks", rows, extra, device=str(engine.runner.device))
+    write_report(args.out, rows, extra, device=str(engine.runner.device))
     return 0
 
 

@@ -588,13 +588,16 @@ def test_prompted_reply_that_skips_the_blank_is_written_again(engine, tok):
     assert visible == [True] * 5 + [False] * 2 + [True]  # on, the: hidden (mat joined, unfed)
 
 
-def test_prompted_chat_reply_is_asked_again_up_to_the_attempts_allowed(engine, tok):
+def test_prompted_chat_reply_is_asked_again_up_to_the_attempts_allowed(engine, tok, monkeypatch):
     """A reply that talks about the task instead of filling the blank ("the given sentence",
     as "I'm ready to help" or "SmolLM." do on the real model) is written again, up to ASKS
     attempts in all: each new reply starts with the words before the blank (fed as prompt: the
     plan's (5, a) is that feed), and its answer may not begin with a token that began an
-    earlier chat reply."""
-    assert ASKS == 3
+    earlier chat reply. Played with three attempts (the default allows more)."""
+    from magnet_model.inference import prompted
+
+    assert ASKS >= 3
+    monkeypatch.setattr(prompted, "ASKS", 3)
     eos = tok.eos_token_id
     ids = tok("the given sentence sat a this it is", add_special_tokens=False).input_ids
     the, given, sentence, sat, a, this, it, is_ = ids
