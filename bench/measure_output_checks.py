@@ -200,7 +200,8 @@ BATCHES = (
         "unseen",
         lambda r: r["id"].startswith(UNSEEN),
         "Unseen: the {n} rows of a Paper-protocol study on other passages again (seed 4), made "
-        "and labelled blind after those revisions; no rule was revised on them:",
+        "and labelled blind after those revisions (a chat reply asked again up to six times); "
+        "no rule was revised on them:",
         True,
     ),
 )

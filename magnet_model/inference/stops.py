@@ -97,9 +97,10 @@ def packed_join(left: list[int], fills: list[list[int]], right: list[int]) -> tu
     return ids, pos, causal & same, want
 
 
-def choose(cands: list[tuple], right_lps: list[float], bonus: float = LENGTH_BONUS) -> int:
+def choose(cands: list[tuple], right_lps: list[float], bonus: float | None = None) -> int:
     """The t of the best candidate: the highest span + end + join log-probability, plus
-    `bonus` per token of the cut fill."""
+    `bonus` (None: LENGTH_BONUS) per token of the cut fill."""
+    bonus = LENGTH_BONUS if bonus is None else bonus
     scores = [a + e + q + bonus * t for (t, a, e), q in zip(cands, right_lps, strict=True)]
     return cands[max(range(len(cands)), key=scores.__getitem__)][0]
 
