@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from textrules import sentence_break
+
 from .metrics import split_sentences
 
 MIN_SENTENCES, MAX_SENTENCES = 3, 6
@@ -84,4 +86,9 @@ def _gap_in(sentences: list[str], rng: random.Random) -> tuple[str, str, str] | 
     if not middle:
         return None
     i = rng.choice(middle)
+    # the splitter breaks at every full stop before a space; a reader does not ("in the 1890
+    # U.S. census", "(ca. 1870s)"): a removed "sentence" cut there is half of one, so this
+    # paragraph gives no passage (the draws made are the same, so later passages do not move)
+    if not (sentence_break(window[i - 1], window[i]) and sentence_break(window[i], window[i + 1])):
+        return None
     return " ".join(window[:i]), window[i], " ".join(window[i + 1 :])

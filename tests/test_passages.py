@@ -38,3 +38,18 @@ def test_default_passages_come_from_held_out_articles():
     assert len(gaps) == 40 and {g.source for g in gaps} <= heldout
     assert all(len(g.removed.split()) <= MAX_SENTENCE_WORDS for g in gaps)
     assert not any(g.before.startswith((":", ";", "#")) for g in gaps)  # indented markup lines
+
+
+def test_no_passage_removes_half_a_sentence_cut_at_an_abbreviation():
+    # the splitter breaks after "U.S." and "ca."; a reader sees one sentence there
+    text = (
+        "The loom came first of all. Punch cards followed it soon after. Cards were used in the "
+        "1890 U.S. census by the state. Then came the teleprinter (ca. 1870s) in the offices. "
+        "It spread fast across the country. Offices filled with the new machines. Clerks "
+        "learned to use them well."
+    )
+    gaps = sentence_gaps(40, seed=0, paragraphs=[(f"T{i}", text) for i in range(40)])
+    assert gaps  # the paragraph still gives passages, only whole sentences removed
+    for g in gaps:
+        assert not g.removed.endswith(("U.S.", "(ca.")), g.removed
+        assert not g.after.startswith(("census", "1870s")), g.after

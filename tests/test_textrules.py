@@ -133,3 +133,17 @@ def test_the_sentence_a_blank_sits_in_starts_after_the_last_real_sentence_end():
     # "i.e." and "e.g." never end a sentence, for the fills' sentence rule too
     assert not ends_sentence("the older system, i.e.") and not ends_sentence("for example, E.g.")
     assert ends_sentence("in the U.S.")
+
+
+def test_a_sentence_break_is_where_a_reader_sees_one():
+    from textrules import sentence_break
+
+    assert sentence_break("He died.", "Then it rained.")
+    assert sentence_break("He died.", '"Run," she said.')
+    assert sentence_break("It ended.", "1900 came.")
+    assert not sentence_break("It was used in the 1890 U.S.", "census. Then came")  # an initial
+    assert not sentence_break("the teleprinter (ca.", "1870s) was in use")  # "circa"
+    assert not sentence_break("He met Dr.", "Smith.")
+    assert not sentence_break("Fried, T. J.", "Clark")
+    assert not sentence_break("It was a car.", "and then it left.")  # no sentence opens so
+    assert not sentence_break("It was a car", "The end.")  # no sentence ended

@@ -17,7 +17,7 @@ from .chat import CHAT_PHRASES, is_chat_reply
 from .clauses import has_verb
 from .copies import COPY_WORDS, MARKER, CopyGuard, is_copy
 from .loops import REPEAT_WORDS, has_repeats, repeats_ngram
-from .sentences import ends_sentence, sentence_start, trails_off
+from .sentences import ends_sentence, sentence_break, sentence_start, trails_off
 from .words import ngrams, words
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "is_copy",
     "ngrams",
     "repeats_ngram",
+    "sentence_break",
     "sentence_start",
     "words",
 ]

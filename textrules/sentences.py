@@ -43,6 +43,23 @@ _NO_BREAK = re.compile(
 )
 
 
+# lower-case abbreviations that run on into the sentence ("(ca. 1870s)", "c. 1400", "fl. 1200")
+_RUNS_ON = re.compile(r"(?:^|[\s(])(?:ca|c|fl|approx|cca|b|d|vol|pp|no)\.$")
+_OPENS = re.compile(r"^[\"“‘(\[]?[A-Z0-9]")
+
+
+def sentence_break(before: str, after: str) -> bool:
+    """Whether a reader sees a sentence end between two texts split at a full stop: `before`
+    ends as a sentence does (ends_sentence), not after an initial ("U.S.", "T. J."), "et al.",
+    a title or a lower-case abbreviation ("ca."), and `after` opens as a sentence does (a
+    capital, a digit, or an opening quote or bracket before one: "U.S. census" is one
+    sentence)."""
+    before, after = before.rstrip(), after.lstrip()
+    if not ends_sentence(before) or _NO_BREAK.search(before) or _RUNS_ON.search(before):
+        return False
+    return bool(_OPENS.match(after))
+
+
 def sentence_start(left: str) -> str:
     """The start of the sentence a blank sits in: what of `left` (the text before the blank)
     follows its last sentence end ("" when the blank starts a sentence). A full stop after an
