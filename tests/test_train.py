@@ -610,3 +610,27 @@ def test_sscl_queue_adds_earlier_positives_as_negatives_and_resumes_exactly(
     sscl = [r["sscl"] for r in log_of(straight) if "sscl" in r]
     plain_sscl = [r["sscl"] for r in log_of(without) if "sscl" in r]
     assert sscl[0] == plain_sscl[0] and sscl[1:] != plain_sscl[1:]
+
+
+def test_sscl_anchor_holds_the_sentence_vectors_near_a_trained_adapters(
+    base_dir, corpus, tmp_path, capsys
+):
+    first = tmp_path / "first"
+    assert main(args(base_dir, corpus, first, "--stage1-steps", "1", "--stage2-steps", "1")) == 0
+    # from the anchor itself, without dropout: the two read every text alike at the first step
+    run = ("--init-adapter", str(first), "--sscl-anchor", str(first), "--sscl-dropout", "0",
+           "--lora-dropout", "0", "--stage1-steps", "0", "--stage2-steps", "4", "--lr", "0.05",
+           "--warmup-steps", "0")  # fmt: skip
+    held, free = tmp_path / "held", tmp_path / "free"
+    assert main(args(base_dir, corpus, held, *run, "--w-anchor", "50")) == 0
+    assert main(args(base_dir, corpus, free, *run, "--w-anchor", "0")) == 0
+    a = [r["anchor"] for r in log_of(held) if "anchor" in r]
+    b = [r["anchor"] for r in log_of(free) if "anchor" in r]
+    assert len(a) == len(b) == 4 and a[0] == b[0] and abs(a[0]) < 1e-4
+    assert b[-1] > 1e-3 and a[-1] < b[-1] / 2  # trained apart without the term, held with it
+    assert "anchor" not in log_of(first)[-1]  # no anchor, no term
+    no_sscl = ("--sscl-anchor", str(first), "--objectives", "mntp", "msg")
+    assert main(args(base_dir, corpus, tmp_path / "x", *no_sscl)) == 2
+    assert "needs sscl" in capsys.readouterr().err
+    assert main(args(base_dir, corpus, tmp_path / "y", "--sscl-anchor", str(tmp_path))) == 2
+    assert "--sscl-anchor" in capsys.readouterr().err  # no adapter there

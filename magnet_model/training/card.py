@@ -234,7 +234,13 @@ def render_card(
             )
             + f", temperature {cfg.temperature}, attention "
             f"dropout {cfg.sscl_dropout}, texts cut to {cfg.sscl_max_length or cfg.max_length} "
-            "tokens",
+            "tokens"
+            + (
+                f"; vectors held near those of `{cfg.sscl_anchor}` (1 - cosine, weight "
+                f"{cfg.w_anchor})"
+                if getattr(cfg, "sscl_anchor", None)
+                else ""
+            ),
         ),
         ("wall time", f"{wall / 60:.1f} min of training steps"),
         ("hardware", hardware),

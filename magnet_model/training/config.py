@@ -29,7 +29,7 @@ RESUME_KEYS = (
     "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
     "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
     "span_units", "gap_default", "gap_hint_share", "gap_hint_noise", "pack_texts",
-    "sscl_batch_size", "news", "sscl_queue",
+    "sscl_batch_size", "news", "sscl_queue", "sscl_anchor", "w_anchor",
 )  # fmt: skip
 SPAN_UNITS = ("sentence", "phrase", "word", "window")
 # the first adapters' MSG: random windows only, the right context right after its blank
@@ -125,6 +125,7 @@ class TrainConfig:
     w_mntp: float = _flag("loss weight", 1.0)
     w_msg: float = _flag("loss weight", 1.0)
     w_sscl: float = _flag("loss weight", 1.0)
+    w_anchor: float = _flag("loss weight of --sscl-anchor's term", 1.0)
     temperature: float = _flag("InfoNCE temperature", 0.05)
     sscl_dropout: float = _flag("attention dropout in SSCL passes (SimCSE noise)", 0.3)
     mntp_prob: float = _flag("share of context tokens masked", 0.2)
@@ -174,6 +175,15 @@ class TrainConfig:
     )
     init_adapter: str | None = _flag(
         "start from this trained adapter's LoRA weights (same --lora-r/--lora-targets)", None
+    )
+    sscl_anchor: str | None = _flag(
+        "SSCL: a trained adapter (same --lora-r/--lora-targets) whose sentence vectors this "
+        "run's are held near: a term 1 - cos(vector, the anchor's vector of the same text) on "
+        "every text of the SSCL batch, weighted by --w-anchor (the anchor read without dropout "
+        "and never trained; one more forward pass of the SSCL batch per step). MNTP and MSG "
+        "move the sentence vectors while the contrastive loss no longer teaches (it sits near "
+        "0.03 after a few steps): this keeps a good adapter's vectors while the fills train",
+        None,
     )
     train_role_rows: bool = _flag(
         "learn the role tokens' embedding/head rows too (role_rows.py); --no-train-role-rows "
@@ -359,7 +369,7 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError("--max-length must be at least 8 tokens, --sscl-max-length 1.")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.save_every < 1:
         raise ConfigError("--batch-size, --grad-accum and --save-every must be positive.")
-    if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl) < 0:
+    if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl, cfg.w_anchor) < 0:
         raise ConfigError("Loss weights must not be negative.")
     if not 1 <= cfg.span_min <= cfg.span_max:
         raise ConfigError("--span-min and --span-max must satisfy 1 <= min <= max.")
@@ -381,6 +391,10 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         )
     if cfg.sscl_queue < 0:
         raise ConfigError("--sscl-queue must be 0 (off) or a number of vectors.")
+    if cfg.sscl_anchor and "sscl" not in cfg.objectives:
+        raise ConfigError("--sscl-anchor holds the SSCL vectors: it needs sscl in --objectives.")
+    if cfg.sscl_anchor and cfg.fsdp:
+        raise ConfigError("--sscl-anchor keeps a whole second model on each rank: not with --fsdp.")
     if cfg.watch_sts < 0:
         raise ConfigError("--watch-sts must be 0 (off) or a number of STS-B dev pairs.")
     if cfg.max_steps is not None and cfg.max_steps < 1:

@@ -31,7 +31,13 @@ from .checkpoints import (
 from .config import LOG_FILE, OBJECTIVES, TOKEN_OBJECTIVES, TrainConfig, validate
 from .corpus import Draws, Example, load_corpus
 from .distributed import Ranks, setup, teardown
-from .objectives import attention_dropout, masked_view_terms, sscl_loss
+from .objectives import (
+    anchor_loss,
+    attention_dropout,
+    masked_view_terms,
+    sentence_vectors,
+    sscl_loss,
+)
 from .run import TrainingRun, run_meta, trained_params
 from .views import collate_masked, collate_sentences, masked_example, replacement_vocab
 from .watch import sts_spearman, sts_watch
@@ -203,8 +209,18 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                     negatives=run.queue,
                     keep=keep,
                 )
+            total = weights["sscl"] * loss
+            if run.anchor is not None:  # --sscl-anchor: the same rows, read by the anchor
+                with torch.no_grad(), run.autocast():
+                    target = sentence_vectors(
+                        run.anchor, sb, cfg.sentence_mode(), cfg.pooling, run.mask_dtype
+                    )
+                held = anchor_loss(keep["vectors"], target)
+                total = total + cfg.w_anchor * held
+                value = ranks.all_sum(held.detach().double().reshape(1)) / ranks.world
+                out["anchor"] = value.item()
             # the global loss is the mean of the ranks' (each a mean over as many texts)
-            (weights["sscl"] * loss / (cfg.grad_accum * ranks.world)).backward()
+            (total / (cfg.grad_accum * ranks.world)).backward()
         value = ranks.all_sum(loss.detach().double().reshape(1)) / ranks.world
         out["sscl"] = value.item()
         if cfg.sscl_queue:  # every rank queues the global batch's positives alike
@@ -253,6 +269,34 @@ def autocast_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None
     return None
 
 
+def anchor_model(cfg: TrainConfig, spec: ModelSpec, device):
+    """--sscl-anchor's frozen model: the base again, with the anchor adapter's LoRA weights and
+    role rows, in eval mode (no dropout), no parameter trained. Built without touching the
+    random state the run's own LoRA initialisation and draws use."""
+    from ..loading import load_base
+
+    folder = Path(cfg.sscl_anchor)
+    with torch.random.fork_rng(devices=[]):
+        model, tokenizer, _ = load_base(spec)
+        if cfg.train_role_rows:
+            roles = choose_token_roles(tokenizer, model)
+            rows = RoleRows.from_weight(
+                sorted(roles.special_ids()), model.get_input_embeddings().weight
+            )
+            _load_role_rows(rows, folder, strict=False)
+            rows.to(device)
+            rows.hook(model.get_input_embeddings(), model.get_output_embeddings())
+            model._anchor_role_rows = rows  # kept alive with the model its hooks read
+        model = wrap_lora(model, replace(cfg, gradient_checkpointing=False))
+        try:
+            init_from_adapter(model, folder)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("--init-adapter", "--sscl-anchor")) from None
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
 def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> TrainingRun:
     """The model (on this rank's device), its LoRA and role rows, the corpus and the sampler;
     every rank starts from rank 0's weights."""
@@ -279,6 +323,7 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         if role_rows is not None:
             _load_role_rows(role_rows, Path(cfg.init_adapter), strict=False)
     ranks.broadcast_params(trained_params(model, role_rows))
+    anchor = anchor_model(cfg, spec, device) if cfg.sscl_anchor else None
     sharded = ""
     if cfg.fsdp:
         device = ranks.device
@@ -309,6 +354,7 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         autocast_dtype=autocast_dtype(cfg, device),
         role_rows=role_rows,
         ranks=ranks,
+        anchor=anchor,
         watch=sts_watch(tokenizer, cfg.watch_sts, cfg.seed, cfg.sscl_max_length or cfg.max_length)
         if cfg.watch_sts
         else None,

@@ -178,10 +178,30 @@ def sscl_loss(
     For SimCSE positives (x+ = x) run this under `attention_dropout(model, p)` and keep that
     context open through backward (gradient checkpointing recomputes the forward there).
     """
-    hidden = encode(model, batch.input_ids, batch.attention_mask, mode, mask_dtype=mask_dtype)
-    z = pool(hidden, batch.pool_mask, pooling)
+    z = sentence_vectors(model, batch, mode, pooling, mask_dtype)
+    if keep is not None:
+        keep["vectors"] = z  # every row's vector, with its graph (the anchor term reads them)
     half = z.shape[0] // 2
     return info_nce(z[:half], z[half:], temperature, gather, offset, negatives, keep)
+
+
+def sentence_vectors(
+    model,
+    batch: SentenceBatch,
+    mode: str = "bidirectional",
+    pooling: str = "last",
+    mask_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The pooled vector of every row of a sentence batch (B, H)."""
+    hidden = encode(model, batch.input_ids, batch.attention_mask, mode, mask_dtype=mask_dtype)
+    return pool(hidden, batch.pool_mask, pooling)
+
+
+def anchor_loss(vectors: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+    """--sscl-anchor's term: the mean of 1 - cos(a row's vector, the anchor adapter's vector
+    of the same row); 0 where the two point the same way, whatever their lengths."""
+    cos = F.cosine_similarity(vectors.float(), anchor.float().to(vectors.device), dim=-1)
+    return (1.0 - cos).mean()
 
 
 @contextmanager

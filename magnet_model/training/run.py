@@ -46,6 +46,7 @@ class TrainingRun:
     watch: StsWatch | None = None  # --watch-sts: the STS-B dev pairs logged at checkpoints
     # --sscl-queue: earlier steps' positive vectors (newest first), extra SSCL negatives
     queue: torch.Tensor | None = None
+    anchor: object | None = None  # --sscl-anchor: the frozen model whose sentence vectors hold
 
     def push_queue(self, positives: torch.Tensor) -> None:
         """The newest positives in front, the queue cut to --sscl-queue vectors."""
