@@ -276,7 +276,8 @@ def anchor_model(cfg: TrainConfig, spec: ModelSpec, device):
     from ..loading import load_base
 
     folder = Path(cfg.sscl_anchor)
-    with torch.random.fork_rng(devices=[]):
+    cuda = [device] if getattr(device, "type", str(device)) == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
         model, tokenizer, _ = load_base(spec)
         if cfg.train_role_rows:
             roles = choose_token_roles(tokenizer, model)
