@@ -21,6 +21,7 @@ from magnet_model.training.objectives import (
     masked_view_losses,
     masked_view_terms,
     sscl_loss,
+    structure_loss,
     token_loss,
 )
 from magnet_model.training.views import (
@@ -322,3 +323,36 @@ def test_losses_run_under_bf16_autocast_as_on_gpu(tok, roles, corpus_ids):
         assert loss.dtype == torch.float32 and math.isfinite(loss.item())
     sum(losses.values()).backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_structure_term_reads_which_texts_sit_nearer_which_not_a_shared_direction():
+    g = torch.Generator().manual_seed(0)
+    anchor = torch.randn(6, 16, generator=g)
+    assert structure_loss(anchor.clone(), anchor, 0.05).abs() < 1e-6
+    # lengths do not count
+    assert structure_loss(anchor * (torch.rand(6, 1, generator=g) + 0.5), anchor, 0.05) < 1e-5
+    # the same vectors in another order: every text's neighbours changed
+    swapped = structure_loss(anchor[[1, 0, 3, 2, 5, 4]], anchor, 0.05)
+    assert swapped > 1.0
+    # a direction added to every vector moves each 1 - cos far more than the structure term
+    shared = anchor + 3 * anchor.norm(dim=-1).mean() * torch.randn(16, generator=g)
+    cos = 1 - torch.nn.functional.cosine_similarity(shared, anchor, dim=-1).mean()
+    assert cos > 0.5 and structure_loss(shared, anchor, 1.0) < cos / 10
+    # the gradient reaches the run's vectors, never the anchor's
+    moved = anchor[[1, 0, 3, 2, 5, 4]].clone().requires_grad_()
+    structure_loss(moved, anchor, 0.05).backward()
+    assert moved.grad.abs().sum() > 0
+    assert structure_loss(anchor[:2], anchor[:2], 0.05) == 0  # no structure in two rows
+
+
+def test_structure_term_descends_to_the_anchors_neighbourhoods():
+    g = torch.Generator().manual_seed(1)
+    anchor = torch.randn(8, 16, generator=g)
+    moving = torch.randn(8, 16, generator=g).requires_grad_()
+    start = structure_loss(moving, anchor, 0.1).item()
+    opt = torch.optim.SGD([moving], lr=0.5)
+    for _ in range(200):
+        opt.zero_grad()
+        structure_loss(moving, anchor, 0.1).backward()
+        opt.step()
+    assert start > 0.5 and structure_loss(moving, anchor, 0.1).item() < start / 20

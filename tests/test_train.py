@@ -629,6 +629,17 @@ def test_sscl_anchor_holds_the_sentence_vectors_near_a_trained_adapters(
     assert len(a) == len(b) == 4 and a[0] == b[0] and abs(a[0]) < 1e-4
     assert b[-1] > 1e-3 and a[-1] < b[-1] / 2  # trained apart without the term, held with it
     assert "anchor" not in log_of(first)[-1]  # no anchor, no term
+    # the structure term: logged beside the cosine term, and with a weight it trains
+    shaped = tmp_path / "shaped"
+    assert main(args(base_dir, corpus, shaped, *run, "--w-anchor", "0",
+                     "--w-anchor-structure", "5")) == 0  # fmt: skip
+    s = [r["anchor_structure"] for r in log_of(shaped) if "anchor_structure" in r]
+    f = [r["anchor_structure"] for r in log_of(free) if "anchor_structure" in r]
+    assert len(s) == len(f) == 4 and s[0] == f[0] and abs(s[0]) < 1e-4 and s[1] > 1e-3
+    a, b = (load_file(d / "adapter_model.safetensors") for d in (shaped, free))
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    assert main(args(base_dir, corpus, tmp_path / "z", "--w-anchor-structure", "1")) == 2
+    assert "give --sscl-anchor" in capsys.readouterr().err
     no_sscl = ("--sscl-anchor", str(first), "--objectives", "mntp", "msg")
     assert main(args(base_dir, corpus, tmp_path / "x", *no_sscl)) == 2
     assert "needs sscl" in capsys.readouterr().err

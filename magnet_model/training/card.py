@@ -237,7 +237,13 @@ def render_card(
             "tokens"
             + (
                 f"; vectors held near those of `{cfg.sscl_anchor}` (1 - cosine, weight "
-                f"{cfg.w_anchor})"
+                f"{cfg.w_anchor}"
+                + (
+                    f"; the batch's similarity structure, weight {cfg.w_anchor_structure}"
+                    if getattr(cfg, "w_anchor_structure", 0)
+                    else ""
+                )
+                + ")"
                 if getattr(cfg, "sscl_anchor", None)
                 else ""
             ),

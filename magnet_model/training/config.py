@@ -29,7 +29,7 @@ RESUME_KEYS = (
     "max_length", "sscl_max_length", "seed", "lora_r", "lora_alpha",
     "lora_targets", "corpus", "vital_extracts", "sscl_positives", "train_role_rows",
     "span_units", "gap_default", "gap_hint_share", "gap_hint_noise", "pack_texts",
-    "sscl_batch_size", "news", "sscl_queue", "sscl_anchor", "w_anchor",
+    "sscl_batch_size", "news", "sscl_queue", "sscl_anchor", "w_anchor", "w_anchor_structure",
 )  # fmt: skip
 SPAN_UNITS = ("sentence", "phrase", "word", "window")
 # the first adapters' MSG: random windows only, the right context right after its blank
@@ -126,6 +126,13 @@ class TrainConfig:
     w_msg: float = _flag("loss weight", 1.0)
     w_sscl: float = _flag("loss weight", 1.0)
     w_anchor: float = _flag("loss weight of --sscl-anchor's term", 1.0)
+    w_anchor_structure: float = _flag(
+        "loss weight of a second --sscl-anchor term, on the SSCL batch's similarity structure: "
+        "per text, a softmax over its cosines to the batch's other texts (at --temperature), "
+        "KL(the anchor's || this run's); blind to the direction all vectors share, which 1 - cos "
+        "mostly reads. 0: off",
+        0.0,
+    )
     temperature: float = _flag("InfoNCE temperature", 0.05)
     sscl_dropout: float = _flag("attention dropout in SSCL passes (SimCSE noise)", 0.3)
     mntp_prob: float = _flag("share of context tokens masked", 0.2)
@@ -369,7 +376,7 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError("--max-length must be at least 8 tokens, --sscl-max-length 1.")
     if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.save_every < 1:
         raise ConfigError("--batch-size, --grad-accum and --save-every must be positive.")
-    if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl, cfg.w_anchor) < 0:
+    if min(cfg.w_mntp, cfg.w_msg, cfg.w_sscl, cfg.w_anchor, cfg.w_anchor_structure) < 0:
         raise ConfigError("Loss weights must not be negative.")
     if not 1 <= cfg.span_min <= cfg.span_max:
         raise ConfigError("--span-min and --span-max must satisfy 1 <= min <= max.")
@@ -393,6 +400,8 @@ def validate(cfg: TrainConfig, world: int = 1) -> None:
         raise ConfigError("--sscl-queue must be 0 (off) or a number of vectors.")
     if cfg.sscl_anchor and "sscl" not in cfg.objectives:
         raise ConfigError("--sscl-anchor holds the SSCL vectors: it needs sscl in --objectives.")
+    if cfg.w_anchor_structure and not cfg.sscl_anchor:
+        raise ConfigError("--w-anchor-structure compares with an anchor: give --sscl-anchor DIR.")
     if cfg.sscl_anchor and cfg.fsdp:
         raise ConfigError("--sscl-anchor keeps a whole second model on each rank: not with --fsdp.")
     if cfg.watch_sts < 0:

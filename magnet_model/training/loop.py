@@ -37,6 +37,7 @@ from .objectives import (
     masked_view_terms,
     sentence_vectors,
     sscl_loss,
+    structure_loss,
 )
 from .run import TrainingRun, run_meta, trained_params
 from .views import collate_masked, collate_sentences, masked_example, replacement_vocab
@@ -219,6 +220,11 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                 total = total + cfg.w_anchor * held
                 value = ranks.all_sum(held.detach().double().reshape(1)) / ranks.world
                 out["anchor"] = value.item()
+                # which texts sit nearer which, as the anchor has it (logged even at weight 0)
+                shape = structure_loss(keep["vectors"], target, cfg.temperature)
+                total = total + cfg.w_anchor_structure * shape
+                value = ranks.all_sum(shape.detach().double().reshape(1)) / ranks.world
+                out["anchor_structure"] = value.item()
             # the global loss is the mean of the ranks' (each a mean over as many texts)
             (total / (cfg.grad_accum * ranks.world)).backward()
         value = ranks.all_sum(loss.detach().double().reshape(1)) / ranks.world

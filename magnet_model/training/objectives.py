@@ -204,6 +204,27 @@ def anchor_loss(vectors: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
     return (1.0 - cos).mean()
 
 
+def structure_loss(vectors: torch.Tensor, anchor: torch.Tensor, temperature: float) -> torch.Tensor:
+    """--w-anchor-structure's term: how far the batch's similarity structure has moved from
+    the anchor's. Each row's cosines to the other rows, divided by the temperature, make a
+    distribution over those rows (softmax); the term is the mean over rows of KL(anchor's ||
+    this run's). A softmax ignores what is added to a whole row, so the share of direction
+    that all of a model's vectors have in common (which dominates 1 - cos) does not count:
+    only which texts sit nearer which, what STS-B and retrieval read."""
+    if vectors.shape[0] < 3:
+        return vectors.sum() * 0.0  # with fewer than two other rows there is no structure
+    eye = torch.eye(vectors.shape[0], dtype=torch.bool, device=vectors.device)
+
+    def log_rows(v):
+        v = F.normalize(v.float(), dim=-1)
+        return F.log_softmax((v @ v.T / temperature).masked_fill(eye, float("-inf")), dim=-1)
+
+    ours, theirs = log_rows(vectors), log_rows(anchor.to(vectors.device))
+    # log(0) on the diagonal in both: count only the off-diagonal entries
+    kl = (theirs.exp() * (theirs - ours)).masked_fill(eye, 0.0).sum(-1)
+    return kl.mean()
+
+
 @contextmanager
 def attention_dropout(model, p: float):
     """Set dropout on the attention probabilities of every attention module, then restore.
