@@ -50,3 +50,17 @@ def test_every_top_level_package_is_installed():
     include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {"textrules", "magnet_model", "annotation_db", "app"} <= packages
     assert sorted(include) == sorted([*packages, *(f"{p}.*" for p in packages)])
+
+
+def test_every_data_file_a_package_reads_is_installed_with_it():
+    import fnmatch
+
+    data = PYPROJECT["tool"]["setuptools"]["package-data"]
+    for package in ("textrules", "magnet_model", "annotation_db", "app"):
+        files = [
+            p.relative_to(ROOT / package).as_posix()
+            for p in (ROOT / package).rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in p.parts
+        ]
+        for f in files:
+            assert any(fnmatch.fnmatch(f, pat) for pat in data.get(package, [])), (package, f)
