@@ -60,7 +60,9 @@ def test_every_data_file_a_package_reads_is_installed_with_it():
         files = [
             p.relative_to(ROOT / package).as_posix()
             for p in (ROOT / package).rglob("*")
-            if p.is_file() and p.suffix not in (".py", ".pyc", ".md") and "__pycache__" not in p.parts
+            if p.is_file()
+            and p.suffix not in (".py", ".pyc", ".md")
+            and "__pycache__" not in p.parts
         ]
         for f in files:
             assert any(fnmatch.fnmatch(f, pat) for pat in data.get(package, [])), (package, f)
