@@ -43,8 +43,14 @@ labelled blind after those. They were the unseen estimate until the verb test's 
 and modifier rules were written from their misses and the fitted chat rule was refitted with
 them (2026-12-04): seen now.
 
-Unseen (an eighth table, once its rows exist): a study on other passages again (``--seed 4``;
-ids ``pp6-...``), made and labelled blind after those. The last five are also split by system.
+Unseen (an eighth table): a study on other passages again (``--seed 4``; ids ``pp6-...``),
+made and labelled blind after those.
+
+Unseen, first attempts (a ninth table): a study on other passages again (``--seed 5``; ids
+``pp7-...``) made by bench/first_attempts.py, which switches the prompted baselines' re-ask
+off, labelled blind. The chat check decides the re-ask, so on a study's outputs it meets only
+the replies it let through; here it meets every first reply. The last six tables are also
+split by system.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ PAPER_SEED1 = "pp3-"  # a study on other passages, the register test written fro
 PAPER_SEED2 = "pp4-"  # the study the fitted chat rule was written from (module docstring)
 PAPER_SEED3 = "pp5-"  # the study the verb test's names and participles were written from
 UNSEEN = "pp6-"  # rows no rule was revised on (module docstring)
+FIRST_ATTEMPTS = "pp7-"  # a study's first attempts, the re-ask off (bench/first_attempts.py)
 NEEDS = {"overlong": ("original",), "unfinished": ("original",), "copy": ("left", "right")}
 
 
@@ -204,6 +211,15 @@ BATCHES = (
         "no rule was revised on them:",
         True,
     ),
+    (
+        "first_attempts",
+        lambda r: r["id"].startswith(FIRST_ATTEMPTS),
+        "Unseen, first attempts: the {n} rows of a Paper-protocol study on other passages "
+        "again (seed 5) made with the prompted baselines' re-ask off (bench/first_attempts.py: "
+        "each reply is the first attempt, the one the chat check decides the re-ask on), "
+        "labelled blind; no rule was revised on them:",
+        True,
+    ),
 )
 
 
@@ -221,7 +237,8 @@ def main() -> int:
         if not part:
             continue
         batch = batches[key] = {"rows": len(part), "problems": measure(part)}
-        shown = batch["problems"] if key == "unseen" else _no_examples(batch["problems"])
+        unseen = key in ("unseen", "first_attempts")
+        shown = batch["problems"] if unseen else _no_examples(batch["problems"])
         text += "\n" + table(shown, len(part), title.format(n=len(part)))
         if by_system:
             batch["by_system"] = {}
