@@ -74,6 +74,10 @@ class Ranks:
             torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM)
         return t
 
+    def mean(self, t: torch.Tensor) -> float:
+        """A scalar's mean over ranks, detached, as a float (the value a step logs)."""
+        return (self.all_sum(t.detach().double().reshape(1)) / self.world).item()
+
     def gather_rows(self, z: torch.Tensor) -> torch.Tensor:
         """Every rank's rows of `z`, in rank order, with gradients flowing back to each rank's
         own rows from every rank's loss (all ranks must hold the same number of rows)."""

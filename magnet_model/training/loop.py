@@ -218,17 +218,14 @@ def micro_step(run: TrainingRun, step: int, micro: int, objectives: list[str]) -
                     )
                 held = anchor_loss(keep["vectors"], target)
                 total = total + cfg.w_anchor * held
-                value = ranks.all_sum(held.detach().double().reshape(1)) / ranks.world
-                out["anchor"] = value.item()
+                out["anchor"] = ranks.mean(held)
                 # which texts sit nearer which, as the anchor has it (logged even at weight 0)
                 shape = structure_loss(keep["vectors"], target, cfg.temperature)
                 total = total + cfg.w_anchor_structure * shape
-                value = ranks.all_sum(shape.detach().double().reshape(1)) / ranks.world
-                out["anchor_structure"] = value.item()
+                out["anchor_structure"] = ranks.mean(shape)
             # the global loss is the mean of the ranks' (each a mean over as many texts)
             (total / (cfg.grad_accum * ranks.world)).backward()
-        value = ranks.all_sum(loss.detach().double().reshape(1)) / ranks.world
-        out["sscl"] = value.item()
+        out["sscl"] = ranks.mean(loss)
         if cfg.sscl_queue:  # every rank queues the global batch's positives alike
             run.push_queue(keep["positives"])
     return out
