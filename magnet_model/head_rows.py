@@ -79,7 +79,7 @@ def reachable(lm, index: int, steps: int = 150, lr: float = 0.1, enough: float =
         g = norm.weight.detach().float().clone()
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
         gen = torch.Generator().manual_seed(0)
-        x = w[index] + 0.1 * torch.randn(w.shape[1], generator=gen)
+        x = w[index] + 0.1 * torch.randn(w.shape[1], generator=gen).to(w.device, w.dtype)
         x.requires_grad_(True)
         opt = torch.optim.Adam([x], lr=lr)
         best = 0.0

@@ -112,6 +112,18 @@ def test_a_token_tied_with_k_rows_cannot_pass_one_over_k_plus_one(tok):
     assert head_rows.reachable(lm, target) <= 0.25 + 1e-3
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reachable_searches_on_the_device_of_the_model(tok, device):
+    """The trainer picks <span_end> with reachable() on the model it trains, on a GPU too (its
+    random start is drawn on the CPU and must follow the head's device)."""
+    lm = tiny_lm(tok).to(device)
+    target = tok.get_vocab()["<gh_stars>"]
+    assert head_rows.reachable(lm, target) > 0.5
+
+
 def test_undertrained_rows_are_the_twin_cluster_and_its_neighbours():
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(200, 32, generator=gen)
