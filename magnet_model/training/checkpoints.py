@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 import torch
@@ -16,6 +16,11 @@ from ..errors import ConfigError
 from ..role_rows import RoleRows
 from .config import RESUME_KEYS, STATE_FILE, TrainConfig
 from .run import TrainingRun, run_meta
+
+_DEFAULTS = {f.name: getattr(TrainConfig, f.name, None) for f in fields(TrainConfig)}
+_DEFAULTS.update(
+    {f.name: f.default_factory() for f in fields(TrainConfig) if f.default_factory is not MISSING}
+)
 
 
 def checkpoint_dir(cfg: TrainConfig) -> Path:
@@ -47,7 +52,7 @@ def save_checkpoint(run: TrainingRun, step: int, optimizer, scheduler) -> Path:
         tmp = root / f".tmp-step-{step:07d}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        run.model.save_pretrained(tmp)
+        run.model.save_pretrained(tmp, save_embedding_layers=False)
         (tmp / "README.md").unlink(missing_ok=True)  # peft's template card
         if run.role_rows is not None:
             run.role_rows.save(tmp)
@@ -97,7 +102,8 @@ def load_checkpoint(run: TrainingRun, path: Path, optimizer, scheduler) -> int:
     state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
     saved = state["config"]
     now = asdict(run.cfg)
-    diff = [k for k in RESUME_KEYS if saved.get(k) != now.get(k)]
+    # a setting newer than the checkpoint was, for it, at its default (the feature was off)
+    diff = [k for k in RESUME_KEYS if saved.get(k, _DEFAULTS.get(k)) != now.get(k)]
     saved_world = int(state.get("world_size", 1))
     if saved.get("batch_size", 0) * saved_world != run.cfg.batch_size * run.ranks.world:
         diff.append(

@@ -18,7 +18,7 @@ import torch
 from ..adapter_meta import save_meta
 from ..errors import ConfigError, MagnetError
 from ..role_rows import RoleRows
-from ..settings import ModelSpec
+from ..settings import EMBEDDED, EMBEDDED_BASE_ID, ModelSpec
 from ..tokens import bos_of, choose_token_roles, word_edges, word_start_table
 from .checkpoints import (
     _load_role_rows,
@@ -322,6 +322,8 @@ def build_run(cfg: TrainConfig, spec: ModelSpec, ranks: Ranks | None = None) -> 
         role_rows.hook(model.get_input_embeddings(), model.get_output_embeddings())
     torch.manual_seed(cfg.seed)  # LoRA init
     model = wrap_lora(model, cfg)
+    if spec.base == EMBEDDED:  # its Hub id, not the cache folder it was de-quantized into
+        model.peft_config["default"].base_model_name_or_path = EMBEDDED_BASE_ID
     if cfg.init_adapter:
         init_from_adapter(model, Path(cfg.init_adapter))
         if role_rows is not None:
@@ -379,7 +381,8 @@ def _write_output(run: TrainingRun, steps_done: int, seconds: float) -> None:
     # adapter without it, so the template is removed (a card already there is kept).
     card = Path(cfg.output) / "README.md"
     had_card = card.exists()
-    run.model.save_pretrained(cfg.output)
+    # the vocabulary is never resized (role rows are saved apart): no Hub lookup of the base
+    run.model.save_pretrained(cfg.output, save_embedding_layers=False)
     if not had_card:
         card.unlink(missing_ok=True)
     if run.role_rows is not None:
