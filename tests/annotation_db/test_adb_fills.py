@@ -147,6 +147,23 @@ def test_a_plural_that_ends_a_noun_phrase_makes_no_sentence():
         assert not is_unfinished(sentence, removed), sentence
 
 
+def test_possessives_coordinated_plurals_adjectives_and_comma_participles_are_no_verb():
+    removed = "The book was published in 1844."
+    for fragment in (
+        "Stirner's The Ego and Its Self, a seminal work of philosophy, published in 1844.",
+        "The women's liberation movement and the women's social revolution.",
+        "The math of algorithms and the math of other problems.",
+        "The Holy Trinity, a religious doctrine of the Christian faith.",
+    ):
+        assert is_unfinished(fragment, removed), fragment
+    # 's after a pronoun is "is", a possessive before a verb, a past tense before a preposition
+    # and a comma participle beside a verb: still sentences
+    for sentence in ("It's raining.", "That's correct.", "The city's walls fell.",
+                     "The war ended in 1945.", "The book, published in 1844, became famous.",
+                     "This happens often.", "The status quo remained."):  # fmt: skip
+        assert not is_unfinished(sentence, removed), sentence
+
+
 def test_names_numerals_and_participles_are_not_the_verb_of_a_sentence():
     removed = "The treaty was signed in 1919."
     for fragment in ("The League of Nations in 1919.", "3400 BC (5,400 years old).",
