@@ -119,3 +119,38 @@ def test_a_crash_of_llama_cpp_is_one_sentence_not_the_end_of_the_bench(tmp_path,
         {"float32": {"continuation": (10.0, 5e8)}}, 40e9, "float32", None, "llama.cpp failed: x"
     )
     assert rows[0].baseline_what == "bandwidth bound; llama.cpp failed: x"
+
+
+def test_blind_batches_hide_the_systems_and_merge_every_label_back(tmp_path, monkeypatch):
+    import blind_batches
+
+    data = tmp_path / "labelled.jsonl"
+    data.write_text(json.dumps({"id": "old-1"}) + "\n")
+    monkeypatch.setattr(blind_batches, "DATA", data)
+    rows = [
+        {"id": f"s:sent-{i}:{sys_}", "system": sys_, "left": "It rained all day.",
+         "right": "Then it stopped.", "original": "The river rose.", "fill": f"fill {i}{len(sys_)}"}
+        for i in range(3) for sys_ in ("magnet", "zero-shot")
+    ]  # fmt: skip
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    blind_batches.main(["make", str(dump), str(tmp_path / "b"), "--parts", "2", "--seed", "1"])
+    parts = [(tmp_path / "b" / f"part-{k}.md").read_text() for k in (1, 2)]
+    assert all("magnet" not in p and "zero-shot" not in p for p in parts)  # blind
+    assert sum(p.count("FILL: «") for p in parts) == 6
+    labels = tmp_path / "b" / "labels-1.jsonl"
+    labels.write_text("".join(json.dumps({"n": n, "labels": []}) + "\n" for n in range(1, 6)))
+    with pytest.raises(SystemExit, match="without labels: \\[6\\]"):
+        blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
+    (tmp_path / "b" / "labels-2.jsonl").write_text(json.dumps({"n": 6, "labels": ["chat"]}))
+    blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
+    merged = [json.loads(line) for line in data.read_text().splitlines()][1:]
+    key = json.loads((tmp_path / "b" / "key.json").read_text())
+    assert sorted(r["id"] for r in merged) == sorted(
+        f"pp9-{r['id'].split(':')[1]}-{r['system']}" for r in rows
+    )
+    chat = [r for r in merged if r["labels"] == ["chat"]]
+    assert len(chat) == 1 and chat[0]["fill"] == key["6"]["fill"]
+    with pytest.raises(SystemExit, match="already in"):  # merging twice adds nothing
+        blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
+    assert len(data.read_text().splitlines()) == 7
