@@ -770,6 +770,11 @@ def test_fill_guard_bans_what_completes_a_repeat_but_never_a_word_continuation()
     assert repeat_bans([1, 2, 1, 2, 1, 2], 3) == [1]
     assert repeat_bans([5, 5], 2) == [5]
     assert repeat_bans([1, 2, 3, 1, 2], 3, exempt=[False, False, False, True]) == []
+    # a word said twice may not come a third time ("spokesman spokesman spokesman"), unless it
+    # continues a word (the digits of "1999")
+    assert repeat_bans([4, 7, 7], 3) == [7]
+    assert repeat_bans([4, 7, 7], 3, exempt=[False] * 7 + [True]) == []
+    assert repeat_bans([4, 7, 7], 0) == []
 
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

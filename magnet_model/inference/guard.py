@@ -6,6 +6,9 @@ forbids, at each step of a span, every token that would complete an n-gram of to
 already holds (transformers' `no_repeat_ngram_size`, per span and not over the context: a fill
 may repeat the passage's words, only not its own).
 
+Nor the same token three times in a row ("spokesman spokesman spokesman", a 3-gram the span
+did not hold before), the study checks' "one word 3 times in a row".
+
 A token that continues a word (no leading space mark, starting with a letter or digit) is
 never forbidden: banning it would cut the word in two and leave a made-up word ("LMLML" for a
 repeated "LML"); the ban bites at the next word start instead. Punctuation stays under the ban,
@@ -34,12 +37,16 @@ def word_continuations(tokenizer) -> list[bool]:
 
 
 def repeat_bans(tokens: list[int], n: int, exempt: list[bool] | None = None) -> list[int]:
-    """The tokens that would complete an n-gram `tokens` already holds (n < 1: none), less
-    those `exempt` marks (word_continuations)."""
+    """The tokens that would complete an n-gram `tokens` already holds, or make a token's third
+    in a row (n < 1: none), less those `exempt` marks (word_continuations)."""
     if n < 1 or len(tokens) < n - 1:
         return []
     head = tokens[len(tokens) - (n - 1) :] if n > 1 else []
     bans = set()
+    if len(tokens) >= 2 and tokens[-1] == tokens[-2]:
+        t = tokens[-1]
+        if exempt is None or t >= len(exempt) or not exempt[t]:
+            bans.add(t)
     for i in range(len(tokens) - n + 1):
         if tokens[i : i + n - 1] == head:
             t = tokens[i + n - 1]
