@@ -23,27 +23,25 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textrules.words import ngrams, words  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "labelled_outputs.jsonl"
 LABELS = ("empty", "overlong", "unfinished", "chat", "copy", "repeats")
-_WORD = re.compile(r"[\w']+")
-
-
-def words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text or "")]
 
 
 def shared_run(fill: str, passage: str) -> int:
-    """The longest run of consecutive words the fill shares with the passage."""
+    """The longest run of consecutive words (textrules' words, as the copy check counts them)
+    the fill shares with the passage."""
     f, p = words(fill), words(passage)
     best = 0
     for n in range(1, len(f) + 1):
-        grams = {tuple(p[i : i + n]) for i in range(len(p) - n + 1)}
-        if not any(tuple(f[i : i + n]) in grams for i in range(len(f) - n + 1)):
+        if not ngrams(f, n) & ngrams(p, n):
             break
         best = n
     return best
@@ -81,8 +79,11 @@ def merge(folder: Path, prefix: str, source: str, adapter: str | None) -> int:
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
-            rec = json.loads(line)
-            n = int(rec["n"])
+            try:
+                rec = json.loads(line)
+                n = int(rec["n"])
+            except (ValueError, KeyError, TypeError):
+                sys.exit(f'{path}: not a label line ({{"n": ..., "labels": [...]}}): {line[:80]}')
             if n in labels:
                 sys.exit(f"{path}: row {n} labelled twice")
             bad = set(rec.get("labels", [])) - set(LABELS)

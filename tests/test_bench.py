@@ -139,6 +139,10 @@ def test_blind_batches_hide_the_systems_and_merge_every_label_back(tmp_path, mon
     assert all("magnet" not in p and "zero-shot" not in p for p in parts)  # blind
     assert sum(p.count("FILL: «") for p in parts) == 6
     labels = tmp_path / "b" / "labels-1.jsonl"
+    labels.write_text('{"n": 1, labels}\n')  # a reader's typo: one sentence, nothing merged
+    with pytest.raises(SystemExit, match="not a label line"):
+        blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
+    assert len(data.read_text().splitlines()) == 1
     labels.write_text("".join(json.dumps({"n": n, "labels": []}) + "\n" for n in range(1, 6)))
     with pytest.raises(SystemExit, match="without labels: \\[6\\]"):
         blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
