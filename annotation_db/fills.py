@@ -150,7 +150,7 @@ def is_unfinished(fill: str, original: str | None, start: str = "") -> bool:
     if not ends_sentence(fill) or (trails_off(fill) and not trails_off(original)):
         return True
     statement = fill.rstrip().rstrip("\"'”’)]").endswith(".")  # "What a day!" needs no verb
-    return statement and has_verb(f"{start} {original}") and not has_verb(f"{start} {fill}")
+    return statement and has_verb(f"{start} {original}") and not has_verb(f"{start} {fill}", True)
 
 
 def fill_problems(
