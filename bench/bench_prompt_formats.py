@@ -27,7 +27,7 @@ import argparse
 import math
 import time
 
-from common import Row, write_report
+from common import Row, model_spec, write_report
 
 from magnet_model import prompts
 from magnet_model.evaluation.baselines import BaselineCache
@@ -115,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     from magnet_model.data import lee_background_docs, wikipedia_paragraphs
     from magnet_model.evaluation.baselines import FOLDER
     from magnet_model.inference.engine import Engine
-    from magnet_model.settings import ModelSpec, default_cache_dir
+    from magnet_model.settings import default_cache_dir
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = Engine.from_spec(ModelSpec(adapters={}))
+    engine = Engine.from_spec(model_spec({}))
     folder = args.cache_dir or default_cache_dir() / FOLDER
     cache = BaselineCache(engine, folder)
     sources = {"wikipedia": lambda: wikipedia_paragraphs("heldout"), "news": lee_background_docs}

@@ -161,6 +161,17 @@ def app_dtype(extra_env: dict[str, str] | None = None) -> str:
     return resolve_dtype(spec, resolve_device(spec)[0].type)
 
 
+def model_spec(adapters: dict[str, str]):
+    """The model the MAGNET_* settings name (base, device, dtype, threads, decoding), with these
+    adapters: what a benchmark that builds its own engine loads, so that `MAGNET_DTYPE=float32`
+    reaches it as it reaches the app and the evaluator."""
+    import dataclasses
+
+    from magnet_model.settings import ModelSpec
+
+    return dataclasses.replace(ModelSpec.from_env(), adapters=dict(adapters))
+
+
 def write_report(name: str, rows: list[Row], extra: dict | None = None, device=None, dtype=None):
     """Print the table and write the report (result_path(name)): hardware and the dtype the
     model ran in, the command and the environment settings it depends on, time, rows."""

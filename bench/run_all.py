@@ -49,6 +49,9 @@ table and writes `results/<name>.json` (rows, hardware, command, time). This pag
 (`--readme-only` rebuilds it from the JSON). A row's ratio is value / baseline; "met" checks the
 target on the ratio (or on the value where there is no baseline). Absolute times on a shared
 2-core machine vary from run to run; the ratios much less, since both sides share the run.
+A benchmark that loads the model reads the `MAGNET_*` settings as the app does
+(`MAGNET_DTYPE=float32`, `MAGNET_DEVICE=cuda`, `MAGNET_THREADS`; `bench_training.py` pins
+its own), and records the dtype and device it ran in.
 Rating throughput of annotation_db is measured separately by `python bench/bench_ratings.py`
 (`results/ratings.json`); the share of study outputs the checks before inviting flag (chat
 replies of the prompted baselines with and without their re-ask) by

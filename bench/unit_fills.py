@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import ROOT, write_report  # noqa: F401 (ROOT puts the project on sys.path)
+from common import ROOT, model_spec, write_report  # noqa: F401 (ROOT: the project on sys.path)
 
 from magnet_model.evaluation.stats import paired_shares, share
 
@@ -36,11 +36,10 @@ def magnet_engine(adapter: str, threads: int | None):
     import torch
 
     from magnet_model.inference.engine import Engine
-    from magnet_model.settings import ModelSpec
 
     if threads:
         torch.set_num_threads(threads)
-    return Engine.from_spec(ModelSpec(adapters={"magnet": adapter}))
+    return Engine.from_spec(model_spec({"magnet": adapter}))
 
 
 def heldout_sources() -> dict:

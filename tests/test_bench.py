@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import common  # noqa: E402
 import run_all  # noqa: E402
+import unit_fills  # noqa: E402
 from common import Row  # noqa: E402
 
 
@@ -158,3 +159,19 @@ def test_blind_batches_hide_the_systems_and_merge_every_label_back(tmp_path, mon
     with pytest.raises(SystemExit, match="already in"):  # merging twice adds nothing
         blind_batches.main(["merge", str(tmp_path / "b"), "--prefix", "pp9", "--source", "t"])
     assert len(data.read_text().splitlines()) == 7
+
+
+def test_a_benchmark_that_builds_its_engine_reads_the_magnet_settings(monkeypatch):
+    """MAGNET_DTYPE and MAGNET_DEVICE reach a benchmark's own engine, as they reach the app's;
+    the benchmark's adapters replace the shipped ones."""
+    from magnet_model.inference.engine import Engine
+
+    monkeypatch.setenv("MAGNET_DTYPE", "float32")
+    monkeypatch.setenv("MAGNET_DEVICE", "cpu")
+    spec = common.model_spec({})
+    assert (spec.dtype, spec.device, spec.adapters) == ("float32", "cpu", {})
+    monkeypatch.setattr(Engine, "from_spec", staticmethod(lambda s: s))
+    spec = unit_fills.magnet_engine("some/adapter", None)
+    assert (spec.dtype, spec.adapters) == ("float32", {"magnet": "some/adapter"})
+    monkeypatch.delenv("MAGNET_DTYPE")
+    assert common.model_spec({}).dtype == "auto"
