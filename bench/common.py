@@ -164,12 +164,18 @@ def app_dtype(extra_env: dict[str, str] | None = None) -> str:
 def model_spec(adapters: dict[str, str]):
     """The model the MAGNET_* settings name (base, device, dtype, threads, decoding), with these
     adapters: what a benchmark that builds its own engine loads, so that `MAGNET_DTYPE=float32`
-    reaches it as it reaches the app and the evaluator."""
+    reaches it as it reaches the app and the evaluator. A bad setting stops the benchmark with
+    its one sentence, not a traceback."""
     import dataclasses
 
+    from magnet_model.errors import ConfigError
     from magnet_model.settings import ModelSpec
 
-    return dataclasses.replace(ModelSpec.from_env(), adapters=dict(adapters))
+    try:
+        spec = ModelSpec.from_env()
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
+    return dataclasses.replace(spec, adapters=dict(adapters))
 
 
 def write_report(name: str, rows: list[Row], extra: dict | None = None, device=None, dtype=None):

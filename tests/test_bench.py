@@ -175,3 +175,6 @@ def test_a_benchmark_that_builds_its_engine_reads_the_magnet_settings(monkeypatc
     assert (spec.dtype, spec.adapters) == ("float32", {"magnet": "some/adapter"})
     monkeypatch.delenv("MAGNET_DTYPE")
     assert common.model_spec({}).dtype == "auto"
+    monkeypatch.setenv("MAGNET_DTYPE", "bogus")  # a typo: one sentence naming the setting
+    with pytest.raises(SystemExit, match="MAGNET_DTYPE must be one of"):
+        common.model_spec({})
