@@ -239,6 +239,41 @@ def test_fill_stats_count_empty_fills_and_lengths_within_30_percent():
     assert got["n_infills"] == 4 and got["junk_share"] == 0
 
 
+def test_a_unit_suite_reports_the_median_fills_length_beside_the_mean_ones():
+    """One word blank filled with a long clause moves the ratio of mean lengths (the targets'
+    measure) several-fold; the median fill's ratio stays that of the typical fill."""
+    from magnet_model.evaluation.fills import fill_tokens
+    from magnet_model.evaluation.suites import fill_quality
+    from magnet_model.inference.blanks import InfillResult
+
+    engine = tiny_engine()
+    fills = ["fish", "bird", "a small bird flew to the old river in the city at night"]
+    cases = [_case(engine, "fish")] * 3
+    results = [
+        InfillResult(
+            c.left_text + " " + f + " " + c.right_text, c.left_text + " " + f + " " + c.right_text,
+            [_span(engine, f)], "magnet", "magnet", 4, 0.0, 0.0, 0.0,
+        )
+        for c, f in zip(cases, fills, strict=True)
+    ]  # fmt: skip
+    got = fill_quality(engine, "word", cases, results, "magnet")
+    lengths = [fill_tokens(engine, f) for f in fills]
+    assert lengths[0] == lengths[1] == cases[0].n_tokens and lengths[2] > 4 * lengths[0]
+    assert got["length_ratio"] == pytest.approx(np.mean(lengths) / cases[0].n_tokens)
+    assert got["length_ratio"] > 2
+    assert got["length_ratio_median"] == 1.0
+    lines = "\n".join(
+        report_mod.render_units(
+            {"tasks": {"units": {"suites": {"wikipedia/word": {
+                "sizes": {"cases": 3, "span_tokens_mean": 1.0, "fills": 3},
+                "systems": {"magnet": got}, "examples": [],
+            }}}}},
+            [],
+        )
+    )  # fmt: skip
+    assert "| ... of the median fill | 1.00 |" in lines
+
+
 def test_fill_stats_count_fills_with_a_never_trained_or_special_token(monkeypatch):
     engine = tiny_engine()
     tok = engine.tokenizer

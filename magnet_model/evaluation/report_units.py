@@ -30,6 +30,7 @@ UNIT_ROWS = [
     ("no sentence end inside", "no_sentence_end_share", "{:.0%}"),
     ("stopped, no sentence end inside", "stopped_no_sentence_end_share", "{:.0%}"),
     ("length / true length", "length_ratio", "{:.2f}"),
+    ("... of the median fill", "length_ratio_median", "{:.2f}"),
     ("fills with a repeated 3-gram", "repeat_3gram_share", "{:.0%}"),
     ("fills with a token that is no text", "junk_share", "{:.0%}"),
     ("completed text PPL / original (base)", "completed_ppl_ratio", "{:.3f}"),
