@@ -34,7 +34,7 @@ import os
 import sys
 import time
 
-from common import Row, copy_bandwidth, timed, write_report
+from common import Row, copy_bandwidth, model_spec, timed, write_report
 from levers import (
     LLAMA_CPP,
     LlamaCppFailed,
@@ -54,7 +54,6 @@ from magnet_model.inference.static_decode import resolve_mode
 from magnet_model.loading import load_model, resolve_dtype
 from magnet_model.packed import PackedLinear
 from magnet_model.packed import weight_bytes as packed_bytes
-from magnet_model.settings import ModelSpec
 
 
 def bytes_per_token(engine: Engine, adapter: str | None, context: int) -> int:
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     repeat = 1 if args.quick else args.repeat
     new_tokens, span = (16, 8) if args.quick else (64, 32)
-    engine = Engine.from_spec(ModelSpec.from_env())
+    engine = Engine.from_spec(model_spec())
     bandwidth = copy_bandwidth()
     gemv = gemv_bandwidth()
     text = infill_context()

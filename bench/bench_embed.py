@@ -30,13 +30,12 @@ import statistics
 import time
 
 import torch
-from common import Row, write_report
+from common import Row, model_spec, write_report
 
 from magnet_model.data import load_sts_b
 from magnet_model.inference.embedding import pack_rows
 from magnet_model.inference.engine import BASE, Engine
 from magnet_model.inference.search import MiniLMEncoder
-from magnet_model.settings import ModelSpec
 
 SYSTEMS = ("magnet", "llm2vec", BASE)
 TARGET = ">= 0.8"
@@ -103,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch)")
     parser.add_argument("--out", default=None, help="results name (default embed / embed-quick)")
     args = parser.parse_args(argv)
-    engine = Engine.from_spec(ModelSpec.from_env())
+    engine = Engine.from_spec(model_spec())
     if args.threads:  # after loading: MAGNET_THREADS, applied by the loader, is overridden
         torch.set_num_threads(args.threads)
     n, repeat = (48, 1) if args.quick else (args.sentences, args.repeat)

@@ -22,14 +22,13 @@ import argparse
 import time
 from unittest import mock
 
-from common import Row, write_report
+from common import Row, model_spec, write_report
 
 from annotation_db import ItemIn, OutputIn, fill_counts, flagged_outputs
 from app import studies
 from magnet_model.inference import prompted
 from magnet_model.inference.engine import Engine
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
-from magnet_model.settings import ModelSpec
 
 
 def outputs(engine: Engine, items: list[ItemIn], systems: list[str]) -> list[OutputIn]:
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     systems = args.systems.split(",")
     items = studies.study_items("sentence", args.items, 0, len(systems)).items
-    engine = Engine.from_spec(ModelSpec.from_env())
+    engine = Engine.from_spec(model_spec())
     runs = {}
     if args.asks:
         settings = [(f"{n} attempts", int(n)) for n in args.asks.split(",")]

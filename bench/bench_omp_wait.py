@@ -23,7 +23,7 @@ import sys
 import time
 from contextlib import contextmanager
 
-from common import Row, write_report
+from common import Row, model_spec, write_report
 
 POLICIES = ("PASSIVE", None)  # None: unset, OpenMP's default (libgomp: spin a while, then sleep)
 SPIN = "while True: pass"
@@ -35,10 +35,9 @@ def child(threads: int, new_tokens: int, span: int, repeat: int) -> dict:
     from bench_decode import infill_context
 
     from magnet_model.inference.engine import Engine
-    from magnet_model.settings import ModelSpec
 
     torch.set_num_threads(threads)
-    engine = Engine.from_spec(ModelSpec.from_env())
+    engine = Engine.from_spec(model_spec())
     text = infill_context()
     prompt = " ".join(text.split()[:40])
     engine.generate(prompt, max_new_tokens=4)  # warm-up

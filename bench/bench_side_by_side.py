@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import Row, timed, write_report
+from common import Row, model_spec, timed, write_report
 
 from magnet_model import systems
 from magnet_model.inference.engine import BASE, Engine
-from magnet_model.settings import ModelSpec
 
 INFILL = "The Eiffel Tower is a wrought-iron [blank] in Paris, France."
 TEXTS = [
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else args.repeat
     texts = TEXTS[:1] if args.quick else TEXTS
     span, new = (8, 8) if args.quick else (16, 48)
-    engine = Engine.from_spec(ModelSpec.from_env())
+    engine = Engine.from_spec(model_spec())
     missing = [a for a in ("magnet", "llm2vec") if a not in engine.runner.adapter_names]
     if missing:
         raise SystemExit(f"needs the adapters {missing}; the shipped ones load by default")

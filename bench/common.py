@@ -150,9 +150,8 @@ def app_dtype(extra_env: dict[str, str] | None = None) -> str:
     import dataclasses
 
     from magnet_model.loading import resolve_device, resolve_dtype
-    from magnet_model.settings import ModelSpec
 
-    spec, env = ModelSpec.from_env(), extra_env or {}
+    spec, env = model_spec(), extra_env or {}
     spec = dataclasses.replace(
         spec,
         dtype=env.get("MAGNET_DTYPE") or spec.dtype,
@@ -161,11 +160,11 @@ def app_dtype(extra_env: dict[str, str] | None = None) -> str:
     return resolve_dtype(spec, resolve_device(spec)[0].type)
 
 
-def model_spec(adapters: dict[str, str]):
+def model_spec(adapters: dict[str, str] | None = None):
     """The model the MAGNET_* settings name (base, device, dtype, threads, decoding), with these
-    adapters: what a benchmark that builds its own engine loads, so that `MAGNET_DTYPE=float32`
-    reaches it as it reaches the app and the evaluator. A bad setting stops the benchmark with
-    its one sentence, not a traceback."""
+    adapters (None: the settings' own): what a benchmark that builds its own engine loads, so
+    that `MAGNET_DTYPE=float32` reaches it as it reaches the app and the evaluator. A bad
+    setting stops the benchmark with its one sentence, not a traceback."""
     import dataclasses
 
     from magnet_model.errors import ConfigError
@@ -175,7 +174,7 @@ def model_spec(adapters: dict[str, str]):
         spec = ModelSpec.from_env()
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
-    return dataclasses.replace(spec, adapters=dict(adapters))
+    return spec if adapters is None else dataclasses.replace(spec, adapters=dict(adapters))
 
 
 def write_report(name: str, rows: list[Row], extra: dict | None = None, device=None, dtype=None):

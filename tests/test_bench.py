@@ -175,6 +175,11 @@ def test_a_benchmark_that_builds_its_engine_reads_the_magnet_settings(monkeypatc
     assert (spec.dtype, spec.adapters) == ("float32", {"magnet": "some/adapter"})
     monkeypatch.delenv("MAGNET_DTYPE")
     assert common.model_spec({}).dtype == "auto"
+    from magnet_model.settings import ModelSpec
+
+    assert common.model_spec().adapters == ModelSpec.from_env().adapters  # None: the settings'
     monkeypatch.setenv("MAGNET_DTYPE", "bogus")  # a typo: one sentence naming the setting
     with pytest.raises(SystemExit, match="MAGNET_DTYPE must be one of"):
         common.model_spec({})
+    with pytest.raises(SystemExit, match="MAGNET_DTYPE must be one of"):
+        common.app_dtype()  # what a benchmark that starts the app records
