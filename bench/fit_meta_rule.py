@@ -15,6 +15,16 @@ written fills that are no chat replies (tests/fill_cases.py's FILLS: "The senten
 reduced on appeal.", "The passage of the bill took two years.", a word of the task in its
 other sense). The weights written are that final fit's.
 
+    python bench/fit_meta_rule.py --words 5 --c 0.3  # measure only: with word features
+
+--words N measures what a vocabulary would add, and writes nothing (the rule has no word
+weights): beside the features, one per word of the fill (outside quotation marks) that the
+passage does not hold, and one per first word, for the words at least N rows of the fitting
+batches have, so each left-out batch is scored by words learned without it. A table then gives,
+per threshold, the pooled precision and recall, the last batch's recall, and how many written
+fills the final fit flags: what a lower threshold buys on real rows and costs on the written
+ones.
+
 Per batch the report gives the chat check's precision and recall (95% Wilson intervals)
 without the third rule and with it (fitted without that batch), so the figures are estimates
 on rows the weights never saw; the threshold, one number, was chosen on all of them. Writes
@@ -27,6 +37,7 @@ import argparse
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +50,9 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from annotation_db.stats import wilson_interval  # noqa: E402
 from textrules.chat import speaks_as_assistant  # noqa: E402
+from textrules.copies import MARKER  # noqa: E402
 from textrules.meta import FEATURES, features  # noqa: E402
+from textrules.meta import _unquoted as meta_unquoted  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "labelled_outputs.jsonl"
 WEIGHTS = ROOT / "textrules" / "meta_weights.py"
@@ -66,8 +79,31 @@ def share(k: int, n: int) -> str:
     return f"{k / n:.0%} [{ci.low:.0%}, {ci.high:.0%}]"
 
 
-def fit(x: np.ndarray, y: np.ndarray) -> LogisticRegression:
-    return LogisticRegression(C=1.0, max_iter=2000).fit(x, y)
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def word_keys(fill: str, ctx: str) -> set[str]:
+    """--words: the fill's words outside quotation marks that the passage does not hold, and
+    its first word."""
+    said = set(_WORD.findall(meta_unquoted(fill).lower()))
+    keys = {f"w:{w}" for w in said - set(_WORD.findall(ctx.replace(MARKER, " ").lower()))}
+    first = _WORD.findall(fill.lower())[:1]
+    return keys | {f"first:{w}" for w in first}
+
+
+def vocabulary(keys: list[set[str]], min_rows: int) -> list[str]:
+    counted = Counter(k for row in keys for k in row)
+    return sorted(k for k, n in counted.items() if n >= min_rows)
+
+
+def with_words(x: np.ndarray, keys: list[set[str]], vocab: list[str]) -> np.ndarray:
+    if not vocab:
+        return x
+    return np.hstack([x, np.array([[float(k in row) for k in vocab] for row in keys])])
+
+
+def fit(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> LogisticRegression:
+    return LogisticRegression(C=c, max_iter=5000).fit(x, y)
 
 
 def counts(flag: np.ndarray, y: np.ndarray) -> dict[str, int]:
@@ -78,11 +114,40 @@ def counts(flag: np.ndarray, y: np.ndarray) -> dict[str, int]:
     }
 
 
+def trade_off(base, held, y, batches, last: str, written) -> str:
+    """Per threshold: the chat check's pooled precision and recall on left-out scores, the
+    last batch's recall, and the written fills the final fit flags."""
+    lines = [
+        f"| threshold | precision | recall | recall on {last} | written fills flagged |",
+        "|---|---|---|---|---|",
+    ]
+    in_last = batches == last
+    for t in (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        flag = base | (held >= t)
+        tp = int((flag & y).sum())
+        lines.append(
+            f"| {t:.2f} | {share(tp, int(flag.sum()))} | {share(tp, int(y.sum()))} "
+            f"| {share(int((flag & y & in_last).sum()), int((y & in_last).sum()))} "
+            f"| {int((written >= t).sum())} of {len(written)} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precision", type=float, default=0.95, help="pooled precision to keep")
     ap.add_argument("--dry-run", action="store_true", help="measure only; write no weights")
+    ap.add_argument(
+        "--words",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure only: add word features (words in at least N fitting rows; see above)",
+    )
+    ap.add_argument("--c", type=float, default=1.0, help="inverse regularisation of the fit")
     args = ap.parse_args(argv)
+    if args.words:
+        args.dry_run = True
 
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     x = np.array([[features(r["fill"], context(r))[f] for f in FEATURES] for r in rows])
@@ -90,16 +155,25 @@ def main(argv: list[str] | None = None) -> int:
     base = np.array([speaks_as_assistant(r["fill"], context(r)) for r in rows])
     batches = np.array([batch_of(r["id"]) for r in rows])
     names = list(dict.fromkeys(batches))
+    keys = [word_keys(r["fill"], context(r)) if args.words else set() for r in rows]
 
     held = np.zeros(len(rows))  # each row's score from the model fitted without its batch
     for b in names:
         out = batches == b
-        held[out] = fit(x[~out], y[~out]).predict_proba(x[out])[:, 1]
+        fold = [k for k, o in zip(keys, out, strict=True) if not o]
+        vocab = vocabulary(fold, args.words) if args.words else []
+        model = fit(with_words(x[~out], fold, vocab), y[~out], args.c)
+        left_out = [k for k, o in zip(keys, out, strict=True) if o]
+        held[out] = model.predict_proba(with_words(x[out], left_out, vocab))[:, 1]
 
-    model = fit(x, y)
-    written = model.predict_proba(
-        np.array([[features(f, NO_CHAT_CONTEXT)[k] for k in FEATURES] for f in FILLS])
-    )[:, 1]
+    vocab = vocabulary(keys, args.words) if args.words else []
+    model = fit(with_words(x, keys, vocab), y, args.c)
+    wx = np.array([[features(f, NO_CHAT_CONTEXT)[k] for k in FEATURES] for f in FILLS])
+    wkeys = [word_keys(f, NO_CHAT_CONTEXT) if args.words else set() for f in FILLS]
+    written = model.predict_proba(with_words(wx, wkeys, vocab))[:, 1]
+    if args.words:
+        print(trade_off(base, held, y, batches, names[-1], written))
+        print()
     chosen = None
     for t in THRESHOLDS:
         c = counts(base | (held >= t), y)
@@ -142,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"still missed ({len(missed)}):", *(f"- {m!r}" for m in missed)]
     lines += ["", f"flagged by the rule, not chat ({len(wrong)}):", *(f"- {w!r}" for w in wrong)]
 
+    if args.words:  # the measurement only: the rule has no word weights to write
+        print("\n".join(lines))
+        return 0
     weights = dict(zip(FEATURES, (round(float(w), 4) for w in model.coef_[0]), strict=True))
     report["weights"], report["bias"] = weights, round(float(model.intercept_[0]), 4)
     print("\n".join(lines))

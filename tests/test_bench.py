@@ -183,3 +183,35 @@ def test_a_benchmark_that_builds_its_engine_reads_the_magnet_settings(monkeypatc
         common.model_spec({})
     with pytest.raises(SystemExit, match="MAGNET_DTYPE must be one of"):
         common.app_dtype()  # what a benchmark that starts the app records
+
+
+def test_the_meta_rules_word_measurement_learns_each_folds_words_without_it_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    import fit_meta_rule
+
+    # the fill's own words outside quotes, not the passage's, and its first word
+    keys = fit_meta_rule.word_keys('False. The "sentence" text', "The text [blank] here.")
+    assert keys == {"w:false", "first:false"}
+    assert fit_meta_rule.vocabulary([{"a", "b"}, {"a"}, {"c"}], 2) == ["a"]
+
+    out, weights = tmp_path / "meta_rule.json", tmp_path / "meta_weights.py"
+    monkeypatch.setattr(fit_meta_rule, "OUT", out)
+    monkeypatch.setattr(fit_meta_rule, "WEIGHTS", weights)
+    seen = []
+    real_vocabulary = fit_meta_rule.vocabulary
+    monkeypatch.setattr(
+        fit_meta_rule,
+        "vocabulary",
+        lambda rows, n: seen.append(len(rows)) or real_vocabulary(rows, n),
+    )
+    assert fit_meta_rule.main(["--words", "5", "--c", "0.3"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "| threshold | precision | recall | recall on pp" in text
+        and "written fills flagged |" in text
+    )
+    assert not out.exists() and not weights.exists()  # a measurement: no rule written
+    rows = len(fit_meta_rule.DATA.read_text(encoding="utf-8").splitlines())
+    # one vocabulary per left-out batch, each from fewer rows than all, then one from all
+    assert seen[-1] == rows and seen[:-1] and all(n < rows for n in seen[:-1])
