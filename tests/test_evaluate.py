@@ -590,3 +590,13 @@ def test_watch_mode_is_the_sentence_suite_and_an_sts_subset_unless_told_otherwis
     assert parse(["--no-baseline-cache"]).baseline_cache is None
     with pytest.raises(ConfigError, match="one"):
         parse(["--watch", "--quick"])
+
+
+def test_unit_suites_asked_for_without_the_base_system_say_why_in_the_report(tmp_path):
+    argv = ["--tasks", "units", "--systems", "magnet", "--suites", "word", "--no-progress"]
+    argv += ["--domains", "wikipedia", "--unit-fills", "2", "--no-baseline-cache"]
+    assert ev.main([*argv, "--output", str(tmp_path)], engine=tiny_engine()) == 0
+    units = json.loads((tmp_path / "results.json").read_text())["tasks"]["units"]
+    assert "need the base system" in units["systems"]["magnet"]["n/a"]
+    md = (tmp_path / "results.md").read_text()
+    assert "magnet (units): the unit suites need the base system" in md

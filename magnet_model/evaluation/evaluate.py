@@ -129,8 +129,9 @@ def task_units(run: Run) -> dict:
     """The unit suites (suites.py): sentences, phrases and words removed from held-out text."""
     base = [s for s in run.systems if s.name == table.BASE]
     if not base or not base[0].available:
-        why = "the unit suites need the base system (prompted and left-only rows)"
-        return {"systems": {}, "sizes": {}, "n/a": why}
+        why = "the unit suites need the base system (prompted and left-only rows): add base"
+        # each system n/a with the reason, so the report says why instead of an empty table
+        return {"systems": {s.name: _na(why) for s in run.systems}, "sizes": {}, "n/a": why}
     magnets = [s.name for s in run.systems if s.available and not s.pooling and _hybrid(run, s)]
     passages = {d: domain_passages(run.cfg, d) for d in run.cfg.domains}
     out = run_suites(run, passages, magnets)
