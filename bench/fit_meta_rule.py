@@ -53,6 +53,7 @@ from textrules.chat import speaks_as_assistant  # noqa: E402
 from textrules.copies import MARKER  # noqa: E402
 from textrules.meta import FEATURES, features  # noqa: E402
 from textrules.meta import _unquoted as meta_unquoted  # noqa: E402
+from textrules.words import words  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "labelled_outputs.jsonl"
 WEIGHTS = ROOT / "textrules" / "meta_weights.py"
@@ -79,19 +80,15 @@ def share(k: int, n: int) -> str:
     return f"{k / n:.0%} [{ci.low:.0%}, {ci.high:.0%}]"
 
 
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-
-
 def word_keys(fill: str, ctx: str) -> set[str]:
     """--words: the fill's words outside quotation marks that the passage does not hold, and
     its first word."""
-    said = set(_WORD.findall(meta_unquoted(fill).lower()))
-    keys = {f"w:{w}" for w in said - set(_WORD.findall(ctx.replace(MARKER, " ").lower()))}
-    first = _WORD.findall(fill.lower())[:1]
-    return keys | {f"first:{w}" for w in first}
+    new = set(words(meta_unquoted(fill))) - set(words(ctx.replace(MARKER, " ")))
+    return {f"w:{w}" for w in new} | {f"first:{w}" for w in words(fill)[:1]}
 
 
 def vocabulary(keys: list[set[str]], min_rows: int) -> list[str]:
+    """The keys at least min_rows rows have (none when the rows have no keys: --words off)."""
     counted = Counter(k for row in keys for k in row)
     return sorted(k for k, n in counted.items() if n >= min_rows)
 
@@ -146,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--c", type=float, default=1.0, help="inverse regularisation of the fit")
     args = ap.parse_args(argv)
-    if args.words:
-        args.dry_run = True
+    if args.words < 0:
+        ap.error("--words takes a number of rows, 0 (off) or more")
 
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
     x = np.array([[features(r["fill"], context(r))[f] for f in FEATURES] for r in rows])
@@ -161,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     for b in names:
         out = batches == b
         fold = [k for k, o in zip(keys, out, strict=True) if not o]
-        vocab = vocabulary(fold, args.words) if args.words else []
+        vocab = vocabulary(fold, args.words)
         model = fit(with_words(x[~out], fold, vocab), y[~out], args.c)
         left_out = [k for k, o in zip(keys, out, strict=True) if o]
         held[out] = model.predict_proba(with_words(x[out], left_out, vocab))[:, 1]
 
-    vocab = vocabulary(keys, args.words) if args.words else []
+    vocab = vocabulary(keys, args.words)
     model = fit(with_words(x, keys, vocab), y, args.c)
     wx = np.array([[features(f, NO_CHAT_CONTEXT)[k] for k in FEATURES] for f in FILLS])
     wkeys = [word_keys(f, NO_CHAT_CONTEXT) if args.words else set() for f in FILLS]

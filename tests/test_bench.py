@@ -194,6 +194,8 @@ def test_the_meta_rules_word_measurement_learns_each_folds_words_without_it_and_
     keys = fit_meta_rule.word_keys('False. The "sentence" text', "The text [blank] here.")
     assert keys == {"w:false", "first:false"}
     assert fit_meta_rule.vocabulary([{"a", "b"}, {"a"}, {"c"}], 2) == ["a"]
+    with pytest.raises(SystemExit):  # a negative row count is refused, not run
+        fit_meta_rule.main(["--words", "-1"])
 
     out, weights = tmp_path / "meta_rule.json", tmp_path / "meta_weights.py"
     monkeypatch.setattr(fit_meta_rule, "OUT", out)
