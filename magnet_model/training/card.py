@@ -6,7 +6,9 @@ magnet_config.json and train_log.jsonl) or recomputed from it: the tokens seen a
 replaying the trainer's deterministic sampler over the same corpus, so no number is typed in by
 hand. The card is a huggingface_hub ModelCard (its metadata block is what the Hub reads); the
 base model is PEFT's `base_model_name_or_path`, or the base the card is written with
-(--base-model / MAGNET_BASE_MODEL) where the adapter recorded only a local folder.
+(--base-model / MAGNET_BASE_MODEL) where the adapter recorded only a local folder. An adapter
+averaged from trained ones (magnet_model.training.soup) gets a card of what it was made of; its
+command is the soup's.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ def render_card(
     if meta is None:
         raise ModelLoadError(f"{adapter} has no magnet_config.json: not a MAGNET adapter.")
     t = meta.training
+    if "soup" in t:
+        return render_soup_card(adapter, meta, command, hardware, tokenizer, base, note)
     cfg = train_config(t)
     log = read_log(adapter)
     steps = int(t.get("steps_done", len(log)))
@@ -287,6 +291,59 @@ def render_card(
     return str(ModelCard("\n".join(lines) + "\n"))
 
 
+def render_soup_card(
+    adapter: Path, meta, command: str, hardware: str, tokenizer, base: str | None, note
+) -> str:
+    """The card of an averaged adapter (magnet_model.training.soup): what it was made of and
+    how; each part's own card says how that part trained."""
+    soup = meta.training["soup"]
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    parts = "; ".join(
+        f"`{a}` ({rev}, weight {w:g})"
+        for a, rev, w in zip(soup["adapters"], soup["revisions"], soup["weights"], strict=True)
+    )
+    base_id = base_model_of(adapter, base)
+    embedded = " (the embedded GGUF, de-quantized to float32)" if base == EMBEDDED else ""
+    rows = [
+        ("base model", f"{base_id}{embedded}"),
+        ("made of", parts + "; each part's README.md says how it was trained"),
+        ("method", soup["method"]),
+        ("LoRA", f"r={config['r']}, alpha={config['lora_alpha']} (the parts' ranks added)"),
+        ("attention", meta.attention),
+        ("sentence embedding", f"{meta.pooling} pooling; instruction {meta.instruction!r}"),
+        ("layout", _gap(meta.gap)),
+        ("averaged on", hardware),
+        ("token roles", _roles(meta, tokenizer, adapter)),
+    ]
+    if meta.calibration:
+        rows.append(("<span_end> calibration", _calibration(meta.calibration)))
+    data = ModelCardData(
+        library_name="peft", base_model=base_id if is_hub_id(base_id) else None, tags=TAGS
+    )
+    lines = [
+        "---",
+        data.to_yaml(),
+        "---",
+        "",
+        f"# {adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}, averaged from "
+        f"{len(soup['adapters'])} trained adapters",
+        "",
+        "Written by `python -m magnet_model.training.card` from the adapter's own records.",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+        "",
+        "Command:",
+        "",
+        "```bash",
+        command,
+        "```",
+        *(["", note] if note else []),
+    ]
+    return str(ModelCard("\n".join(lines) + "\n"))
+
+
 def _roles(meta, tokenizer, adapter: Path) -> str:
     names = {
         role: tokenizer.convert_ids_to_tokens(i) for role, i in meta.token_roles.to_dict().items()
@@ -309,33 +366,39 @@ def _calibration(c: dict) -> str:
     )
 
 
-def check_command(command: str) -> None:
+def check_command(command: str, soup: bool = False) -> None:
     """A card's command must run as written: the trainer's own parser and checks accept it
-    (words about the run go in --note, never after the command)."""
+    (words about the run go in --note, never after the command); an averaged adapter's
+    command is the soup's, parsed by its parser."""
     import contextlib
     import io
     import shlex
 
+    from . import soup as soup_cli
     from .config import ConfigError, build_parser, config_from_args, validate
 
-    prefix = "python -m magnet_model.training.train"
+    prefix = soup_cli.COMMAND if soup else "python -m magnet_model.training.train"
     if not command.startswith(prefix + " "):
         raise MagnetError(f"--command must start with {prefix!r}")
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            validate(
-                config_from_args(build_parser().parse_args(shlex.split(command[len(prefix) :])))
-            )
+            args = shlex.split(command[len(prefix) :])
+            if soup:
+                parsed = soup_cli.build_parser().parse_args(args)
+                soup_cli.parse_weights(parsed.weights, len(parsed.parts))
+            else:
+                validate(config_from_args(build_parser().parse_args(args)))
     except (SystemExit, ValueError, ConfigError) as e:
         why = err.getvalue().strip().splitlines()[-1:] or [str(e)]
-        raise MagnetError(f"--command does not parse as a training command: {why[0]}") from None
+        kind = "soup" if soup else "training"
+        raise MagnetError(f"--command does not parse as a {kind} command: {why[0]}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("adapter", help="adapter directory written by magnet_model.training.train")
-    parser.add_argument("--command", required=True, help="the exact training command")
+    parser.add_argument("--command", required=True, help="the exact training (or soup) command")
     parser.add_argument(
         "--note", help="what happened besides the command (stopped by hand, calibrated after)"
     )
@@ -344,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     adapter = Path(args.adapter)
     try:
-        check_command(args.command)
+        meta = load_meta(adapter)
+        check_command(args.command, soup=bool(meta and "soup" in meta.training))
         spec = ModelSpec.from_args(args)
         spec.adapters, spec.device = {}, "cpu"
         _, tokenizer, _ = load_base(spec)
