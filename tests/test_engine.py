@@ -776,13 +776,16 @@ def test_fill_guard_bans_what_completes_a_repeat_but_never_a_word_continuation()
     assert repeat_bans([4, 7, 7], 3, exempt=[False] * 7 + [True]) == []
     assert repeat_bans([4, 7, 7], 0) == []
 
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"Ġthe": 0, "ĠLM": 1, "L": 2, ",": 3, "Ġ,": 4, "ML": 5}
+    vocab = {"Ġthe": 0, "ĠLM": 1, "L": 2, ",": 3, "Ġ,": 4, "ML": 5, "âĢĿ": 6, "Ċ": 7, "âĢ": 8}
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
     cont = word_continuations(PreTrainedTokenizerFast(tokenizer_object=bpe))
-    # "L" and "ML" continue a word (never banned: no made-up words); ",": punctuation is banned
-    assert cont == [False, False, True, False, False, True]
+    # "L" and "ML" continue a word (never banned: no made-up words); ",": punctuation is banned,
+    # and so are the closing quote and the newline, whose byte-level strings ("âĢĿ", "Ċ") look
+    # like letters; a piece of one character ("âĢ", two of the quote's three bytes) is not cut
+    assert cont == [False, False, True, False, False, True, False, False, True]
     assert word_continuations(make_tiny_tokenizer()) == [False] * len(make_tiny_tokenizer())

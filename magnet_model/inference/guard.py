@@ -9,10 +9,13 @@ may repeat the passage's words, only not its own).
 Nor the same token three times in a row ("spokesman spokesman spokesman", a 3-gram the span
 did not hold before), the study checks' "one word 3 times in a row".
 
-A token that continues a word (no leading space mark, starting with a letter or digit) is
-never forbidden: banning it would cut the word in two and leave a made-up word ("LMLML" for a
-repeated "LML"); the ban bites at the next word start instead. Punctuation stays under the ban,
-so a ",,,,,," run is stopped too.
+A token that continues a word (no leading space mark, its text starting with a letter or
+digit) is never forbidden: banning it would cut the word in two and leave a made-up word
+("LMLML" for a repeated "LML"); the ban bites at the next word start instead. Punctuation
+stays under the ban, so a ",,,,,," run is stopped too. "Its text" is the token decoded, not its
+vocabulary string: a byte-level BPE writes the closing quote "”" as "âĢĿ" and a newline as "Ċ",
+which look like letters, and a guard that read them so let a fill run on in "”””””…". A token
+that is part of one character (it decodes to U+FFFD alone) is left alone like a word's middle.
 """
 
 from __future__ import annotations
@@ -24,15 +27,19 @@ DEFAULT_NO_REPEAT = 3  # measured on the unit suites: docs/evaluation.md
 
 def word_continuations(tokenizer) -> list[bool]:
     """Per vocabulary id: whether the token continues the word before it (no space mark in
-    front, a letter or digit first): the tokens the guard never forbids. None is, where the
-    vocabulary marks no spaces (a word-level tokenizer: every token is a word)."""
+    front, its decoded text starting with a letter or digit, or a piece of one character): the
+    tokens the guard never forbids. None is, where the vocabulary marks no spaces (a word-level
+    tokenizer: every token is a word)."""
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     if word_start_table(tokenizer) is None:
         return [False] * len(tokens)
     out = []
     for t in tokens:
-        text = t or ""
-        out.append(bool(text) and not text.startswith(SPACE_MARKS) and text[0].isalnum())
+        if not t or t.startswith(SPACE_MARKS):
+            out.append(False)
+            continue
+        first = tokenizer.convert_tokens_to_string([t])[:1]
+        out.append(first.isalnum() or first == "\ufffd")
     return out
 
 
