@@ -188,3 +188,8 @@ def test_a_fill_is_cut_between_words_and_before_closing_punctuation_never_inside
     assert may["Ġspread"] and may[","] and may["Ġthe"] and may["."]
     assert not may["-"] and not may["'s"]
     assert not may["ism"] and not may["arch"]
+    # a closing curly quote closes like '"', though its byte-level string reads "âĢĿ"
+    ids = tok("He said “no” to it.", add_special_tokens=False).input_ids
+    pieces = tok.convert_ids_to_tokens(ids)
+    assert "âĢĿ" in pieces and cuts[ids[pieces.index("âĢĿ")]]
+    assert not cuts[ids[pieces.index("no")]]

@@ -44,13 +44,18 @@ LINE_BREAK = "Ċ"
 
 
 def cut_points(tokenizer) -> list[bool]:
-    """Per vocabulary id: whether a fill may be cut right before this token (CLOSING). Every
-    token may, where the vocabulary marks no spaces (a word-level tokenizer)."""
+    """Per vocabulary id: whether a fill may be cut right before this token (CLOSING, read in
+    the token's decoded text: a byte-level vocabulary writes "”" as "âĢĿ"). Every token may,
+    where the vocabulary marks no spaces (a word-level tokenizer)."""
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     if word_start_table(tokenizer) is None:
         return [True] * len(tokens)
     opens = (*SPACE_MARKS, LINE_BREAK)
-    return [bool(t) and (t.startswith(opens) or t.startswith(CLOSING)) for t in tokens]
+    return [
+        bool(t)
+        and (t.startswith(opens) or tokenizer.convert_tokens_to_string([t]).startswith(CLOSING))
+        for t in tokens
+    ]
 
 
 def candidates(trace, ids, reason: str, cuts, min_tokens: int = 1) -> list[tuple]:
