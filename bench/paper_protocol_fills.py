@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from annotation_db import AnnotationStore  # noqa: E402
+from annotation_db.errors import AnnotationError  # noqa: E402
 from annotation_db.stats import wilson_interval  # noqa: E402
 from magnet_model.evaluation.fills import is_one_sentence, repeats_ngram  # noqa: E402
 
@@ -88,8 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="JSON file for the table")
     ap.add_argument("--dump", help="JSON lines of every fill, for reading")
     args = ap.parse_args(argv)
-    with AnnotationStore(path=args.db_path) as store:
-        res, rows = measure(store, args.study)
+    if not Path(args.db_path).is_file():  # the store would make an empty database there
+        print(f"error: {args.db_path} does not exist: make the study first", file=sys.stderr)
+        return 2
+    try:
+        with AnnotationStore(path=args.db_path) as store:
+            res, rows = measure(store, args.study)
+    except AnnotationError as e:  # no such study (or not finished being made)
+        print(f"error: {e} in {args.db_path}", file=sys.stderr)
+        return 2
     print(f"Study {args.study}: fills of the regular items, per system")
     print("| system | fills | one complete sentence | repeated word 3-gram | flagged | problems |")
     print("|---|---|---|---|---|---|")

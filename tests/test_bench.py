@@ -217,3 +217,20 @@ def test_the_meta_rules_word_measurement_learns_each_folds_words_without_it_and_
     rows = len(fit_meta_rule.DATA.read_text(encoding="utf-8").splitlines())
     # one vocabulary per left-out batch, each from fewer rows than all, then one from all
     assert seen[-1] == rows and seen[:-1] and all(n < rows for n in seen[:-1])
+
+
+def test_reading_a_paper_study_that_is_not_there_is_one_sentence_and_makes_no_database(
+    tmp_path, capsys
+):
+    import paper_protocol_fills
+
+    db = tmp_path / "paper.sqlite3"
+    assert paper_protocol_fills.main(["--db-path", str(db), "--study", "paper-x"]) == 2
+    assert "does not exist: make the study first" in capsys.readouterr().err
+    assert not db.exists()
+    from annotation_db import AnnotationStore
+
+    with AnnotationStore(path=str(db)):
+        pass  # a database without the study (its making was interrupted before the end)
+    assert paper_protocol_fills.main(["--db-path", str(db), "--study", "paper-x"]) == 2
+    assert "no study named 'paper-x'" in capsys.readouterr().err
