@@ -193,3 +193,34 @@ def test_a_fill_is_cut_between_words_and_before_closing_punctuation_never_inside
     pieces = tok.convert_ids_to_tokens(ids)
     assert "âĢĿ" in pieces and cuts[ids[pieces.index("âĢĿ")]]
     assert not cuts[ids[pieces.index("no")]]
+
+
+def test_a_span_does_not_end_while_it_holds_only_white_space():
+    """A bare " " token and then the end would fill the blank with nothing."""
+    import torch
+
+    from magnet_model.inference.infill import span_steps
+
+    words = {1: " ", 2: " word", 3: " more"}
+    runner = SimpleNamespace(
+        special_ids=lambda roles: [],
+        config=SimpleNamespace(stop_at_right_context=False),
+        word_continuations=[False] * 4,
+        tokenizer=SimpleNamespace(decode=lambda ids: "".join(words[i] for i in ids)),
+    )
+    job = SimpleNamespace(
+        limits=[8], roles=SimpleNamespace(span_end=0), span_end=SimpleNamespace(apply=lambda x: x),
+        piece_ids=[[], []], no_repeat=0, close=None, fixed=[False], min_tokens=1,
+    )  # fmt: skip
+    # the model wants " " first, then its end; after a word, the end again
+    wants = [[0.0, 5.0, 1.0, 0.0], [5.0, 0.0, 4.0, 1.0], [5.0, 0.0, 1.0, 4.0]]
+    steps = span_steps(runner, job, SimpleNamespace(pick=lambda logits: logits.argmax(-1)))
+    active, generated = next(steps)
+    i = 0
+    try:
+        while True:
+            active, generated = steps.send(torch.tensor([wants[min(i, 2)]]))
+            i += 1
+    except StopIteration as done:
+        generated, reasons = done.value
+    assert generated == [[1, 2]] and reasons == ["end"]  # " word", not " "

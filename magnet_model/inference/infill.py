@@ -156,7 +156,8 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed"). With
     the loop guard on (job.no_repeat = n > 0) no span completes an n-gram of tokens it
     already holds (guard.py). A span whose blank stands between sentences (job.close) may
-    end only where its text ends a sentence; else it goes on to its maximum."""
+    end only where its text ends a sentence; else it goes on to its maximum. No span ends
+    while it holds only white space."""
     n = len(job.limits)
     end = job.roles.span_end
     span_end = job.span_end
@@ -168,6 +169,9 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     close = job.close or [False] * n
     decode = runner.tokenizer.decode
     generated: list[list[int]] = [[] for _ in range(n)]
+    # whether the span holds more than white space: a span of a bare " " token and its end
+    # would fill the blank with nothing (met: "the [blank] controller" -> "the  controller")
+    written = [False] * n
     reasons = [""] * n
     job.trace = [[] for _ in range(n)]
     active = list(range(n))
@@ -175,7 +179,7 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
         logits = span_end.apply((yield active, generated).float())
         logits[:, banned] = float("-inf")
         for row, k in enumerate(active):
-            if len(generated[k]) < job.min_tokens or job.fixed[k]:
+            if len(generated[k]) < job.min_tokens or job.fixed[k] or not written[k]:
                 logits[row, end] = float("-inf")  # the span may not end yet
             elif close[k] and not ends_sentence(decode(generated[k][-4:])):
                 logits[row, end] = float("-inf")  # not before its sentence ends
@@ -198,6 +202,7 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
                 reasons[k] = "end"
                 continue
             generated[k].append(tok)
+            written[k] = written[k] or bool(decode([tok]).strip())
             right = rights[k]
             if right and not job.fixed[k] and generated[k][-len(right) :] == right:
                 del generated[k][-len(right) :]
