@@ -153,3 +153,12 @@ def test_a_soups_card_names_its_parts_and_takes_the_soup_command(parts, tmp_path
     assert f"`{parts[0]}` (sha256:" in text and "weight 0.75" in text
     assert "| LoRA | r=8, alpha=8" in text and command in text
     assert "calibration" not in text  # none fitted yet
+
+
+def test_adapters_of_different_base_models_are_not_averaged(parts, tmp_path, capsys):
+    config = parts[1] / "adapter_config.json"
+    config.write_text(
+        json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": "other/model"})
+    )
+    assert soup.main([*map(str, parts), "--output", str(tmp_path / "s")]) == 2
+    assert "different base models" in capsys.readouterr().err

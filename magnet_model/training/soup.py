@@ -21,6 +21,7 @@ from that file (token roles, attention, sentence instruction and pooling, layout
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -66,6 +67,15 @@ def check_parts(folders: list[Path]) -> list:
         if meta is None:
             raise ConfigError(f"{folder} has no {META_FILE}: not a MAGNET adapter.")
         metas.append(meta)
+    bases = [
+        json.loads((f / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        for f in folders
+    ]
+    if any(b != bases[0] for b in bases[1:]):
+        raise ConfigError(
+            f"The adapters were trained on different base models ({', '.join(map(str, bases))}): "
+            "their updates cannot be added."
+        )
     for key in SHARED:
         values = [getattr(m, key) for m in metas]
         if any(v != values[0] for v in values[1:]):
