@@ -259,8 +259,17 @@ def render_card(
     ]
     if t.get("init_adapter"):
         rows.insert(5, ("started from", f"the LoRA weights of `{t['init_adapter']}`"))
+    tail = [*([note, ""] if note else []), "Loss curves:", ""]
+    tail += [f"![{p.stem}]({p.name})" for p in plots]
+    title = f"{adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}"
+    return _card(title, "the trainer's own records", base_id, rows, meta, command, tail)
+
+
+def _card(title: str, source: str, base_id: str, rows, meta, command: str, tail) -> str:
+    """A card's text: the Hub metadata block, the table of rows (and the calibration, if
+    fitted), the command, then `tail`."""
     if meta.calibration:
-        rows.append(("<span_end> calibration", _calibration(meta.calibration)))
+        rows = [*rows, ("<span_end> calibration", _calibration(meta.calibration))]
     data = ModelCardData(
         library_name="peft", base_model=base_id if is_hub_id(base_id) else None, tags=TAGS
     )
@@ -269,9 +278,9 @@ def render_card(
         data.to_yaml(),
         "---",
         "",
-        f"# {adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}",
+        f"# {title}",
         "",
-        "Written by `python -m magnet_model.training.card` from the trainer's own records.",
+        f"Written by `python -m magnet_model.training.card` from {source}.",
         "",
         "| | |",
         "|---|---|",
@@ -283,11 +292,8 @@ def render_card(
         command,
         "```",
         "",
-        *([note, ""] if note else []),
-        "Loss curves:",
-        "",
+        *tail,
     ]
-    lines += [f"![{p.stem}]({p.name})" for p in plots]
     return str(ModelCard("\n".join(lines) + "\n"))
 
 
@@ -315,33 +321,12 @@ def render_soup_card(
         ("averaged on", hardware),
         ("token roles", _roles(meta, tokenizer, adapter)),
     ]
-    if meta.calibration:
-        rows.append(("<span_end> calibration", _calibration(meta.calibration)))
-    data = ModelCardData(
-        library_name="peft", base_model=base_id if is_hub_id(base_id) else None, tags=TAGS
+    title = (
+        f"{adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}, averaged from "
+        f"{len(soup['adapters'])} trained adapters"
     )
-    lines = [
-        "---",
-        data.to_yaml(),
-        "---",
-        "",
-        f"# {adapter.name}: a LoRA adapter for {base_id.rsplit('/', 1)[-1]}, averaged from "
-        f"{len(soup['adapters'])} trained adapters",
-        "",
-        "Written by `python -m magnet_model.training.card` from the adapter's own records.",
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {k} | {v} |" for k, v in rows),
-        "",
-        "Command:",
-        "",
-        "```bash",
-        command,
-        "```",
-        *(["", note] if note else []),
-    ]
-    return str(ModelCard("\n".join(lines) + "\n"))
+    tail = [note] if note else []
+    return _card(title, "the adapter's own records", base_id, rows, meta, command, tail)
 
 
 def _roles(meta, tokenizer, adapter: Path) -> str:
