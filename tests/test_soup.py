@@ -162,3 +162,12 @@ def test_adapters_of_different_base_models_are_not_averaged(parts, tmp_path, cap
     )
     assert soup.main([*map(str, parts), "--output", str(tmp_path / "s")]) == 2
     assert "different base models" in capsys.readouterr().err
+
+
+def test_a_soup_written_over_an_older_one_keeps_none_of_its_role_rows(parts, tmp_path):
+    out = tmp_path / "soup"
+    soup.make_soup(make_tiny_llama(len(make_tiny_tokenizer())), parts, [0.5, 0.5], out)
+    for p in parts:
+        (p / ROLE_ROWS_FILE).unlink()
+    soup.make_soup(make_tiny_llama(len(make_tiny_tokenizer())), parts, [0.5, 0.5], out)
+    assert not (out / ROLE_ROWS_FILE).exists()

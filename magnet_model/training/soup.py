@@ -128,6 +128,8 @@ def make_soup(model, folders: list[Path], weights: list[float], output: Path) ->
     rows = average_role_rows(folders, weights)
     if rows is not None:
         save_file({"ids": rows[0], "rows": rows[1]}, str(output / ROLE_ROWS_FILE))
+    else:  # a soup written over another must not keep the rows of the one it replaces
+        (output / ROLE_ROWS_FILE).unlink(missing_ok=True)
     meta = metas[-1]
     meta.training = dict(meta.training)
     meta.training["soup"] = {
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..loading import load_base
 
         spec = ModelSpec.from_args(args)
-        spec.adapters, spec.device, spec.dtype = {}, "cpu", "float32"
+        spec.device, spec.dtype = "cpu", "float32"
         model, _, _ = load_base(spec)
         make_soup(model, folders, weights, output)
     except MagnetError as e:
