@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from magnet_model.evaluation.stats import paired_nll, paired_shares, share
+from magnet_model.evaluation.stats import paired_means, paired_nll, paired_shares, share
 
 
 def test_a_share_comes_with_its_wilson_interval():
@@ -48,3 +48,18 @@ def test_paired_nll_gives_the_ppl_ratio_and_whether_it_is_consistent():
     assert c["hi"] < 1 and c["p"] < 1e-4
     even = paired_nll(b, b, tokens)
     assert even["ppl_ratio"] == 1.0 and even["p"] == 1.0
+
+
+def test_paired_means_tell_a_consistent_small_gap_from_noise():
+    b = [1.0, 0.5, 1.0, 0.25, 1.0, 0.5] * 10
+    lower = [x - 0.01 for x in b]  # a hundredth lower on every case: small but consistent
+    c = paired_means(lower, b)
+    assert c["diff"] == pytest.approx(-0.01) and c["hi"] < 0 and c["p"] < 1e-6
+    # two cases of 60 swapped between ranks 1 and 2: the same means, no evidence either way
+    swapped = list(b)
+    swapped[0], swapped[1] = b[1], b[0]
+    noise = paired_means(swapped, b)
+    assert noise["diff"] == pytest.approx(0) and noise["lo"] < 0 < noise["hi"] and noise["p"] > 0.5
+    assert paired_means(b, b)["p"] == 1.0
+    with pytest.raises(ValueError):
+        paired_means([1.0], [1.0, 0.5])

@@ -529,7 +529,8 @@ def _two_magnets():
 
 def test_two_adapters_are_compared_case_by_case_and_the_baselines_are_reused(tmp_path):
     engine = _two_magnets()
-    argv = ["--tasks", "infill,units", "--systems", "base,magnet,magnet2", "--suites", "sentence"]
+    argv = ["--tasks", "infill,units,retrieval", "--systems", "base,magnet,magnet2"]
+    argv += ["--suites", "sentence", "--n-retrieval", "12"]
     argv += ["--domains", "wikipedia", "--n-passages", "6", "--unit-fills", "6", "--no-progress"]
     argv += ["--baseline-cache", str(tmp_path / "cache")]
     for run in ("first", "second"):
@@ -558,6 +559,15 @@ def test_two_adapters_are_compared_case_by_case_and_the_baselines_are_reused(tmp
     assert "Paired, magnet vs magnet2 (the same cases): exactly one complete sentence" in md
     assert "% (" in md and "reused from earlier runs" in md
     assert "Paired, random-window infill, wikipedia: magnet vs magnet2" in md
+    found = first["tasks"]["retrieval"]
+    ranks = {s: found["systems"][s]["ranks"] for s in ("magnet", "magnet2")}
+    assert list(found["paired"]) == ["magnet vs magnet2"]  # the adapters only, not the base
+    mrr = found["paired"]["magnet vs magnet2"]["mrr"]
+    assert mrr["n"] == found["sizes"]["queries"] == len(ranks["magnet"])
+    assert mrr["diff"] == pytest.approx(
+        found["systems"]["magnet"]["mrr"] - found["systems"]["magnet2"]["mrr"]
+    )
+    assert "Paired, retrieval, magnet vs magnet2 (the same cases): MRR " in md
 
 
 def test_adapters_compared_without_the_prompted_baselines_make_no_prompted_fill(tmp_path):

@@ -52,8 +52,13 @@ def test_bag_of_words_finds_what_shares_words_and_a_constant_encoder_finds_nothi
         v = np.array([[t.lower().split().count(w) for w in vocab] for t in texts], float)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
-    assert retrieval.evaluate(bag, rs) == {"recall_at_1": 1.0, "mrr": 1.0}
+    found = retrieval.evaluate(bag, rs)
+    assert found == {"recall_at_1": 1.0, "mrr": 1.0, "ranks": [1] * len(rs.queries)}
     flat = retrieval.evaluate(lambda texts: np.ones((len(texts), 3)) / np.sqrt(3), rs)
-    assert flat == {"recall_at_1": 0.0, "mrr": pytest.approx(1 / len(ARTICLES))}
+    assert flat["recall_at_1"] == 0.0 and flat["mrr"] == pytest.approx(1 / len(ARTICLES))
+    # compared query by query: the bag finds every answer the constant encoder ranks last
+    pair = retrieval.paired(found, flat)
+    assert pair["mrr"]["diff"] == pytest.approx(1 - 1 / len(ARTICLES))
+    assert pair["recall_at_1_share"]["diff"] == 1.0 and pair["mrr"]["n"] == len(rs.queries)
     with pytest.raises(ValueError, match="no query"):
         retrieval.evaluate(bag, retrieval.retrieval_set(ARTICLES[1:4]))

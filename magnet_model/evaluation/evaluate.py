@@ -125,6 +125,11 @@ def _sentence_vectors(run: Run, s: Entry, texts: list[str]) -> tuple[np.ndarray,
     return vecs, f"{pooling}, {plan.mode}" + (", instruction" if plan.prefix else "")
 
 
+def _magnets(run: Run) -> list[str]:
+    """The MAGNET adapters of the run, in order (the first is compared with each other)."""
+    return [s.name for s in run.systems if s.available and not s.pooling and _hybrid(run, s)]
+
+
 def task_units(run: Run) -> dict:
     """The unit suites (suites.py): sentences, phrases and words removed from held-out text."""
     base = [s for s in run.systems if s.name == table.BASE]
@@ -132,7 +137,7 @@ def task_units(run: Run) -> dict:
         why = "the unit suites need the base system (prompted and left-only rows): add base"
         # each system n/a with the reason, so the report says why instead of an empty table
         return {"systems": {s.name: _na(why) for s in run.systems}, "sizes": {}, "n/a": why}
-    magnets = [s.name for s in run.systems if s.available and not s.pooling and _hybrid(run, s)]
+    magnets = _magnets(run)
     passages = {d: domain_passages(run.cfg, d) for d in run.cfg.domains}
     out = run_suites(run, passages, magnets)
     for s in run.systems:  # each system's numbers per suite, as the other tasks keep them
@@ -189,7 +194,15 @@ def task_retrieval(run: Run) -> dict:
         return {**retrieval.evaluate(encode, rs), "pooling": pooling[0]}
 
     sizes = {"documents": len(rs.documents), "queries": len(rs.queries)}
-    return {"sizes": sizes, "systems": _per_system(run, "retrieval", one)}
+    systems = _per_system(run, "retrieval", one)
+    out = {"sizes": sizes, "systems": systems}
+    magnets = [m for m in _magnets(run) if "ranks" in systems.get(m, {})]
+    if len(magnets) > 1:  # the first adapter against each other, query by query
+        out["paired"] = {
+            f"{magnets[0]} vs {m}": retrieval.paired(systems[magnets[0]], systems[m])
+            for m in magnets[1:]
+        }
+    return out
 
 
 def task_probe(run: Run) -> dict:

@@ -247,6 +247,8 @@ def render_markdown(report: dict) -> str:
         lines.append(
             f"| {TASK_TITLES[task]} | {label} | " + " | ".join(cells) + f" | {target} | {met} |"
         )
+    retrieval = report["tasks"].get("retrieval") or {}
+    lines += _paired_lines(retrieval, "retrieval, ")
     infill = report["tasks"].get("infill") or {}
     for domain, pairs in (infill.get("paired") or {}).items():
         lines += _paired_lines({"paired": pairs}, f"random-window infill, {domain}: ")

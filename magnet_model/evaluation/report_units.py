@@ -188,6 +188,7 @@ PAIRED_LABELS = {
     "stopped_share": "stopped before the cap",
     "stop_share": "stopped by <span_end>",
     "fit_share": "ended inside the blank",
+    "recall_at_1_share": "recall@1",
 }
 
 
@@ -198,7 +199,12 @@ def _paired_lines(suite: dict, where: str = "") -> list[str]:
     for pair, comp in (suite.get("paired") or {}).items():
         parts = []
         for key, c in comp.items():
-            if key == "hybrid_ppl":
+            if key == "mrr":
+                parts.append(
+                    f"MRR {c['diff']:+.3f} ({c['lo']:+.3f} to {c['hi']:+.3f}; "
+                    f"Wilcoxon p = {c['p']:.2g})"
+                )
+            elif key == "hybrid_ppl":
                 parts.append(
                     f"hybrid span PPL x{c['ppl_ratio']:.3f} ({c['lo']:.3f}–{c['hi']:.3f}; "
                     f"Wilcoxon p = {c['p']:.2g})"

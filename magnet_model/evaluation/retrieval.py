@@ -12,6 +12,9 @@ What is fair and not trivial here:
 - Queries and documents are embedded by the same function (the system's sentence embedding,
   as for STS-B); the score is the cosine. recall@1: the share of queries whose own extract
   ranks first; MRR: the mean of 1 / its rank (ties count against it).
+- Two adapters in one run are compared query by query (paired): the MRR difference with its
+  bootstrap interval and Wilcoxon p, recall@1's with McNemar's, so that "no lower than" is
+  judged against the noise of 472 queries rather than by two means.
 """
 
 from __future__ import annotations
@@ -66,9 +69,23 @@ def metrics(ranks: np.ndarray) -> dict:
 
 
 def evaluate(encode: Callable[[list[str]], np.ndarray], rs: RetrievalSet) -> dict:
-    """recall@1 and MRR of one encoder (texts -> L2-normalised vectors) on a RetrievalSet."""
+    """recall@1 and MRR of one encoder (texts -> L2-normalised vectors) on a RetrievalSet,
+    and each query's rank (for paired comparisons)."""
     if not rs.queries:
         raise ValueError("The retrieval set has no query; use more documents.")
     docs = encode(list(rs.documents))
     queries = encode(list(rs.queries))
-    return metrics(answer_ranks(queries, docs, rs.answers))
+    ranks = answer_ranks(queries, docs, rs.answers)
+    return {**metrics(ranks), "ranks": [int(r) for r in ranks]}
+
+
+def paired(first: dict, other: dict) -> dict:
+    """Two systems' results (evaluate) on the same queries: MRR's difference (first - other)
+    with its interval and Wilcoxon p, recall@1's with its interval and McNemar p."""
+    from .stats import paired_means, paired_shares
+
+    a, b = np.asarray(first["ranks"]), np.asarray(other["ranks"])
+    return {
+        "mrr": paired_means(1.0 / a, 1.0 / b),
+        "recall_at_1_share": paired_shares(a == 1, b == 1),
+    }

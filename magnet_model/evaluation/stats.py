@@ -65,6 +65,23 @@ def _bootstrap_mean(values: np.ndarray) -> tuple[float, float]:
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def paired_means(a: Sequence[float], b: Sequence[float]) -> dict:
+    """Two systems' per-case scores on the same cases (a query's reciprocal rank): the
+    difference of their means (a - b) with a 95% bootstrap interval over the cases, and the
+    Wilcoxon signed-rank p-value of the per-case differences (1 when no case differs)."""
+    from scipy.stats import wilcoxon
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) != len(b):
+        raise ValueError(f"paired scores of different lengths: {len(a)} and {len(b)}")
+    if len(a) == 0:
+        return {"diff": math.nan, "lo": math.nan, "hi": math.nan, "p": math.nan, "n": 0}
+    d = a - b
+    lo, hi = _bootstrap_mean(d)
+    p = 1.0 if np.all(d == 0) else float(wilcoxon(d).pvalue)
+    return {"diff": float(d.mean()), "lo": lo, "hi": hi, "p": p, "n": int(len(d))}
+
+
 def paired_nll(a: Sequence[float], b: Sequence[float], tokens: Sequence[int]) -> dict:
     """Two systems' summed span NLLs on the same cases: the ratio of their span perplexities
     (a / b), the mean per-token NLL difference with a 95% bootstrap interval (seeded, 2,000
