@@ -682,3 +682,8 @@ def test_sscl_anchor_holds_the_sentence_vectors_near_a_trained_adapters(
     assert "needs sscl" in capsys.readouterr().err
     assert main(args(base_dir, corpus, tmp_path / "y", "--sscl-anchor", str(tmp_path))) == 2
     assert "--sscl-anchor" in capsys.readouterr().err  # no adapter there
+    # an anchor of another rank than the run (a soup's ranks add): read at its own rank
+    wide = tmp_path / "wide"
+    assert main(args(base_dir, corpus, wide, "--sscl-anchor", str(first), "--lora-r", "8",
+                     "--stage1-steps", "0", "--stage2-steps", "1")) == 0  # fmt: skip
+    assert "anchor" in log_of(wide)[-1]

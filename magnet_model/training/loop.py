@@ -272,6 +272,18 @@ def autocast_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None
     return None
 
 
+def _lora_shape(folder: Path) -> dict:
+    """An adapter folder's LoRA rank and scale numerator (its adapter_config.json), as
+    TrainConfig fields; {} when the file is not there or cannot be read."""
+    import json
+
+    try:
+        config = json.loads((folder / "adapter_config.json").read_text())
+        return {"lora_r": int(config["r"]), "lora_alpha": int(config["lora_alpha"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def anchor_model(cfg: TrainConfig, spec: ModelSpec, device):
     """--sscl-anchor's frozen model: the base again, with the anchor adapter's LoRA weights and
     role rows, in eval mode (no dropout), no parameter trained. Built without touching the
@@ -291,7 +303,11 @@ def anchor_model(cfg: TrainConfig, spec: ModelSpec, device):
             rows.to(device)
             rows.hook(model.get_input_embeddings(), model.get_output_embeddings())
             model._anchor_role_rows = rows  # kept alive with the model its hooks read
-        model = wrap_lora(model, replace(cfg, gradient_checkpointing=False))
+        # the anchor's own rank and scale (a soup has the ranks of its parts added), so a run
+        # of another rank can hold a trained adapter's vectors
+        shape = {"lora_r": cfg.lora_r, "lora_alpha": cfg.lora_alpha}
+        shape.update(_lora_shape(folder))
+        model = wrap_lora(model, replace(cfg, gradient_checkpointing=False, **shape))
         try:
             init_from_adapter(model, folder)
         except ConfigError as e:
