@@ -184,10 +184,11 @@ class TrainConfig:
         "start from this trained adapter's LoRA weights (same --lora-r/--lora-targets)", None
     )
     sscl_anchor: str | None = _flag(
-        "SSCL: a trained adapter (same --lora-r/--lora-targets) whose sentence vectors this "
-        "run's are held near: a term 1 - cos(vector, the anchor's vector of the same text) on "
-        "every text of the SSCL batch, weighted by --w-anchor (the anchor read without dropout "
-        "and never trained; one more forward pass of the SSCL batch per step). MNTP and MSG "
+        "SSCL: a trained adapter (same --lora-targets; read at its own rank) whose sentence "
+        "vectors this run's are held near: a term 1 - cos(vector, the anchor's vector of the "
+        "same text) on every text of the SSCL batch, weighted by --w-anchor (the anchor read "
+        "without dropout and never trained; one more forward pass of the SSCL batch per "
+        "step). MNTP and MSG "
         "move the sentence vectors while the contrastive loss no longer teaches (it sits near "
         "0.03 after a few steps): this keeps a good adapter's vectors while the fills train",
         None,
