@@ -428,6 +428,7 @@ def build_study(
                 "fill_no_repeat": engine.runner.fill_no_repeat,
                 "fill_close_sentences": engine.runner.fill_close_sentences,
                 "fill_stop": engine.runner.fill_stop,
+                "fill_branches": engine.runner.fill_branches,
                 # the prompted baselines' format (by name, per system) and copy guard
                 "prompt_format": engine.prompt_formats(systems),
                 "prompt_no_copy": engine.runner.prompt_no_copy,
@@ -452,7 +453,7 @@ def build_study(
     if progress:
         progress(done, total)
     for item, todo in draft.missing:  # an item's missing systems run as one batch
-        run = dict(decoding)
+        run = replay(decoding)
         if decoding.get("do_sample"):
             run["seed"] = item_seed(draft.settings["seed"], item.key)
         results = compare(item.text, todo, run)
@@ -465,6 +466,16 @@ def build_study(
                 progress(done, total)
     gold_items, gold_outputs = _checks(store, name)
     return finish_draft(store, name, gold_items, gold_outputs), reused
+
+
+def replay(decoding: dict) -> dict:
+    """The settings to make another output the way a stored one was made. A study that
+    recorded its fill rules before fills were decoded from several first tokens filled every
+    blank from its greedy path: so it goes on."""
+    run = dict(decoding)
+    if "fill_no_repeat" in run:
+        run.setdefault("fill_branches", 1)
+    return run
 
 
 def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[OutputIn]]:
@@ -535,7 +546,7 @@ def regenerate_flagged(
         if progress:
             progress(done, len(todo))
         decoding = dict(stored[(key, names[0])].decoding or {})
-        run = dict(decoding)
+        run = replay(decoding)
         if decoding.get("do_sample"):
             run["seed"] = secrets.randbits(56)  # a new draw, stored with the new output
         for system, r in zip(names, compare(by_key[key].text, names, run), strict=True):

@@ -63,7 +63,9 @@ baselines' prompt formats on the same suites by `python bench/bench_prompt_forma
 fixed one, or the best of several by how the text after the blank reads) against none by
 `python bench/bench_length_hints.py --adapter DIR` (`results/length_hints.json`); where MAGNET
 fills end (the model's own end, the stop rule and its variants, on the same fills) by
-`python bench/bench_stop_rules.py` (`results/stop_rules.json`).
+`python bench/bench_stop_rules.py` (`results/stop_rules.json`); MAGNET fills kept from several
+first tokens against the greedy path's best stop by `python bench/bench_first_branches.py`
+(`results/first_branches.json`).
 """
 
 

@@ -209,6 +209,16 @@ class ModelSettings(MagnetSettings):
         "together; `model` keeps the end the model chose itself (phrase and word blanks then "
         "run on); also `--fill-stop` (see docs/method.md)",
     )
+    fill_branches: int = Field(
+        4,
+        ge=1,
+        le=8,
+        description="MAGNET fills: a blank of free length inside a sentence is filled from "
+        "this many first tokens (the one decoding picks and the next likeliest, each fill "
+        "decoded on as the request decodes), and `join` keeps the stop where the fill, its end "
+        "and the text after the blank read likeliest; `1`: one fill only; also "
+        "`--fill-branches` (see docs/method.md)",
+    )
     prompt_format: str = Field(
         "auto",
         description="the prompted baselines' prompt format: `auto` (each system's measured "
@@ -267,6 +277,7 @@ class ModelSpec:
     fill_no_repeat: int = 3  # MAGNET fills' loop guard (inference/guard.py); 0: off
     fill_close_sentences: bool = True  # a fill between sentences ends one (inference/infill.py)
     fill_stop: str = "join"  # where a free fill ends (inference/stops.py); "model": its own end
+    fill_branches: int = 4  # first tokens a free blank inside a sentence tries (infill.py)
     prompt_format: str = "auto"  # the prompted baselines' format (prompts.py); auto: measured
     prompt_no_copy: int = 6  # a prompted reply copies no run of this many words; 0: off
 
@@ -288,6 +299,7 @@ class ModelSpec:
             s.fill_no_repeat,
             s.fill_close_sentences,
             s.fill_stop,
+            s.fill_branches,
             s.prompt_format,
             s.prompt_no_copy,
         )
@@ -319,6 +331,12 @@ class ModelSpec:
             )
         if self.fill_stop not in ("join", "model"):
             raise ConfigError(f"fill_stop must be join or model, not {self.fill_stop!r}.")
+        b = self.fill_branches
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 8:
+            raise ConfigError(
+                f"fill_branches must be a whole number from 1 (the greedy fill only) to 8, "
+                f"not {b!r}."
+            )
         from .prompts import AUTO, FORMAT_NAMES
 
         if self.prompt_format not in (AUTO, *FORMAT_NAMES):
@@ -379,6 +397,14 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         choices=("join", "model"),
         help="MAGNET fills: join cuts a fill where it, its end and the text after the blank "
         "read likeliest; model keeps the model's own end (MAGNET_FILL_STOP, default join)",
+    )
+    g.add_argument(
+        "--fill-branches",
+        type=int,
+        metavar="K",
+        help="MAGNET fills: a free blank inside a sentence is filled from K first tokens and "
+        "the fill that reads best is kept; 1: the greedy fill only (MAGNET_FILL_BRANCHES, "
+        "default 4)",
     )
     g.add_argument(
         "--prompt-format",

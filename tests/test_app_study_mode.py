@@ -79,6 +79,7 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
                 tuple(sorted((kw.get("prompt_format") or {}).items())),
                 kw.get("prompt_no_copy"),
                 kw.get("fill_stop"),
+                kw.get("fill_branches"),
             )
         )
         return real(text, systems, **kw)
@@ -88,8 +89,9 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
     engine.config.prompt_format = "plain-prefix"
     engine.config.prompt_no_copy = 4
     engine.config.fill_stop = "model"
+    engine.config.fill_branches = 2
     formats = {s: "plain-prefix" for s in SYSTEMS if s.endswith("-shot")}
-    rules = (2, False, tuple(sorted(formats.items())), 4, "model")
+    rules = (2, False, tuple(sorted(formats.items())), 4, "model", 2)
     try:
         engine.compare_infill = spy
         app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
@@ -99,6 +101,7 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         assert formats and all(o.decoding["prompt_format"] == formats for o in outputs)
         assert all(o.decoding["prompt_no_copy"] == 4 for o in outputs)
         assert all(o.decoding["fill_stop"] == "model" for o in outputs)
+        assert all(o.decoding["fill_branches"] == 2 for o in outputs)
         assert seen and set(seen) == {rules}
         # the server's settings change; remaking flagged outputs keeps the study's rules
         engine.config.fill_no_repeat = 0
@@ -106,6 +109,7 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         engine.config.prompt_format = "plain"
         engine.config.prompt_no_copy = 0
         engine.config.fill_stop = "join"
+        engine.config.fill_branches = 4
         seen.clear()
         n, _ = studies.regenerate_flagged(
             engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
@@ -118,3 +122,12 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         engine.config.prompt_format = None
         engine.config.prompt_no_copy = None
         engine.config.fill_stop = None
+        engine.config.fill_branches = None
+
+
+def test_a_study_from_before_branching_is_remade_from_the_greedy_path():
+    old = {"do_sample": True, "temperature": 0.7, "fill_no_repeat": 3, "fill_stop": "join"}
+    assert studies.replay(old)["fill_branches"] == 1 and "fill_branches" not in old
+    assert studies.replay({**old, "fill_branches": 4})["fill_branches"] == 4
+    # a draft from before any fill rule was recorded runs with the server's, as before
+    assert "fill_branches" not in studies.replay({"do_sample": False, "max_span_tokens": 24})

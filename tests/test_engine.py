@@ -137,8 +137,14 @@ def test_cached_path_does_not_reencode_the_context(engine, monkeypatch):
     assert fed == [context, 1, 1, 1, 1]
     # the stop rule reads its candidates in one more forward, after the span is decoded
     fed.clear()
-    engine.infill("the cat [blank] on the mat .", max_span_tokens=5, fill_stop="join")
+    kw = dict(max_span_tokens=5, fill_stop="join")
+    engine.infill("the cat [blank] on the mat .", fill_branches=1, **kw)
     assert fed[:5] == [context, 1, 1, 1, 1] and len(fed) == 6 and fed[5] > context
+    # three more first tokens: one row still, each branch a <span_start> copy and then one
+    # token per step beside the greedy path
+    fed.clear()
+    engine.infill("the cat [blank] on the mat .", fill_branches=4, **kw)
+    assert fed[:5] == [context, 1 + 3 * 2, 4, 4, 4] and len(fed) == 6
 
 
 # ---------------------------------------------------------------- memorisation

@@ -50,3 +50,21 @@ def test_embeddings_are_sane(engine):
     assert sims[0, 1] > sims[0, 2] and sims[0, 1] > sims[1, 2]
     tv = engine.embed_tokens("Hello world, this is a test.", adapter=None)
     assert tv.tokens[:2] == ["Hello", "Ġworld"] and tv.vectors.shape == (8, v.shape[1])
+
+
+@pytest.fixture(scope="module")
+def magnet():
+    from magnet_model.inference.engine import Engine
+    from magnet_model.settings import ModelSpec, shipped_adapters
+
+    return Engine.from_spec(ModelSpec(adapters=shipped_adapters()))
+
+
+def test_a_word_blank_gets_a_word_that_fits_from_another_first_token(magnet):
+    # the shipped adapter's likeliest first token here is " was" ("She was the letter ..."):
+    # decoded from four first tokens, the fill that reads best with the text after it is a verb
+    text = "She [blank] the letter and put it back in the drawer."
+    greedy = magnet.infill(text, fill_branches=1).spans[0].text.strip()
+    four = magnet.infill(text, fill_branches=4).spans[0].text.strip()
+    assert greedy == "was"
+    assert four in {"wrote", "read", "opened", "folded", "took", "signed", "found", "received"}

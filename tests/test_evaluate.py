@@ -42,6 +42,12 @@ def tiny_run(tmp_path_factory):
     return report, (out / "results.md").read_text()
 
 
+def test_the_report_says_how_many_first_tokens_a_fill_tried(tiny_run):
+    report, md = tiny_run
+    assert report["fill_branches"] == 4  # the default
+    assert "filled from its 4 likeliest first tokens" in md and "`--fill-branches 4`" in md
+
+
 def test_every_task_and_system_is_reported(tiny_run):
     report, _ = tiny_run
     assert list(report["tasks"]) == list(ev.TASKS)

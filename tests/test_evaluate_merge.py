@@ -139,7 +139,7 @@ def test_a_part_with_other_attempts_per_prompted_reply_is_refused():
 
 
 def test_fills_cut_by_the_stop_rule_are_not_added_to_fills_ended_by_the_model():
-    now = {"fill_no_repeat": 3, "fill_stop": "join", "adapters": {}}
+    now = {"fill_no_repeat": 3, "fill_stop": "join", "fill_branches": 1, "adapters": {}}
     with pytest.raises(InputError, match="--fill-stop"):
         merge.check_engine({**now, "fill_stop": "model"}, now, "X")
     # a report from before the rule recorded its engine but not the rule: its fills were the
@@ -147,6 +147,17 @@ def test_fills_cut_by_the_stop_rule_are_not_added_to_fills_ended_by_the_model():
     with pytest.raises(InputError, match="'model' there, 'join' now"):
         merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, now, "X")
     merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, {**now, "fill_stop": "model"}, "X")
+
+
+def test_fills_from_several_first_tokens_are_not_added_to_greedy_ones():
+    now = {"fill_no_repeat": 3, "fill_stop": "join", "fill_branches": 4, "adapters": {}}
+    with pytest.raises(InputError, match="--fill-branches"):
+        merge.check_engine({**now, "fill_branches": 1}, now, "X")
+    # a report from before branching: its fills came from the greedy path only
+    old = {"fill_no_repeat": 3, "fill_stop": "join", "adapters": {}}
+    with pytest.raises(InputError, match="1 there, 4 now"):
+        merge.check_engine(old, now, "X")
+    merge.check_engine(old, {**now, "fill_branches": 1}, "X")
 
 
 def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_path):

@@ -142,10 +142,10 @@ def test_the_candidates_score_the_span_and_its_end():
 def test_the_length_prior_keeps_a_longer_fill_that_costs_little_more():
     # (t, log P of the first t tokens, log P of the end there); the text after reads the same
     cands = [(1, -1.0, -1.0), (3, -1.8, -1.0)]
-    assert choose(cands, [0.0, 0.0], bonus=0.0) == 1  # the sum alone: the shorter wins
-    assert LENGTH_BONUS > 0 and choose(cands, [0.0, 0.0]) == 3  # 0.8 nats for two more tokens
+    assert choose(cands, [0.0, 0.0], bonus=0.0) == 0  # the sum alone: the shorter wins
+    assert LENGTH_BONUS > 0 and choose(cands, [0.0, 0.0]) == 1  # 0.8 nats for two more tokens
     # a longer fill that costs more than the prior gives is still cut
-    assert choose([(1, -1.0, -1.0), (3, -4.0, -1.0)], [0.0, 0.0]) == 1
+    assert choose([(1, -1.0, -1.0), (3, -4.0, -1.0)], [0.0, 0.0]) == 0
 
 
 @pytest.mark.parametrize(
@@ -211,6 +211,7 @@ def test_a_span_does_not_end_while_it_holds_only_white_space():
     job = SimpleNamespace(
         limits=[8], roles=SimpleNamespace(span_end=0), span_end=SimpleNamespace(apply=lambda x: x),
         piece_ids=[[], []], no_repeat=0, close=None, fixed=[False], min_tokens=1,
+        branches=1, branch_at=None,
     )  # fmt: skip
     # the model wants " " first, then its end; after a word, the end again
     wants = [[0.0, 5.0, 1.0, 0.0], [5.0, 0.0, 4.0, 1.0], [5.0, 0.0, 1.0, 4.0]]

@@ -338,6 +338,8 @@ def engine_conditions(engine) -> dict:
         "fill_close_sentences": engine.runner.fill_close_sentences,
         # where a free fill ends: "join" or the model's own end (inference/stops.py)
         "fill_stop": engine.runner.fill_stop,
+        # first tokens a free blank inside a sentence is filled from (inference/infill.py)
+        "fill_branches": engine.runner.fill_branches,
         # the prompted baselines' formats (prompts.py) and copy guard (0: off)
         "prompt_formats": engine.prompt_formats(table.for_task("infill")),
         "prompt_no_copy": engine.runner.prompt_no_copy,
@@ -404,6 +406,8 @@ def main(argv: list[str] | None = None, engine=None) -> int:
             engine.config.fill_close_sentences = args.fill_close_sentences
         if args.fill_stop is not None:
             engine.config.fill_stop = args.fill_stop
+        if args.fill_branches is not None:
+            engine.config.fill_branches = args.fill_branches
         if args.prompt_format is not None:
             engine.config.prompt_format = args.prompt_format
         if args.prompt_no_copy is not None:

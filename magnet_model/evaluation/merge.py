@@ -32,6 +32,7 @@ SAME_ENGINE = {
     "fill_no_repeat": "--fill-no-repeat",
     "fill_close_sentences": "--fill-close-sentences",
     "fill_stop": "--fill-stop",
+    "fill_branches": "--fill-branches",
     "prompt_formats": "--prompt-format",
     "prompt_no_copy": "--prompt-no-copy",
     "prompt_asks": "the prompted baselines' attempts per reply (prompted.ASKS)",
@@ -144,6 +145,9 @@ def check_engine(earlier: dict, now: dict, folder) -> None:
     if "fill_no_repeat" in earlier and "fill_stop" not in earlier:
         # a report from before the stop rule: its fills ended where the model ended them
         earlier = {**earlier, "fill_stop": "model"}
+    if "fill_no_repeat" in earlier and "fill_branches" not in earlier:
+        # a report from before branching: every fill came from its greedy path
+        earlier = {**earlier, "fill_branches": 1}
     bad = _differ(earlier, now, SAME_ENGINE)
     bad += _differ(earlier.get("hardware", {}), now.get("hardware", {}), SAME_HARDWARE)
     then, new = adapters_of(earlier), adapters_of(now) or {}

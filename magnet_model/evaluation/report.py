@@ -267,7 +267,7 @@ def render_markdown(report: dict) -> str:
         "",
         _close_note(report.get("fill_close_sentences")),
         "",
-        _stop_note(report.get("fill_stop")),
+        _stop_note(report.get("fill_stop"), report.get("fill_branches")),
         "",
         _prompt_note(
             report.get("prompt_formats"), report.get("prompt_no_copy"), report.get("prompted")
@@ -320,12 +320,20 @@ def _close_note(close: bool | None) -> str:
     )
 
 
-def _stop_note(stop: str | None) -> str:
-    """Where the MAGNET fills of free length ended."""
+def _stop_note(stop: str | None, branches: int | None = None) -> str:
+    """Where the MAGNET fills of free length ended (and from how many first tokens)."""
     if stop == "join":
-        return (
+        note = (
             "MAGNET fills: each cut where the fill, its end and the text after the blank read "
-            "likeliest, along what it wrote (`--fill-stop join`)."
+            "likeliest, along what it wrote (`--fill-stop join`)"
+        )
+        if branches and branches > 1:
+            return note + (
+                f"; a blank inside a sentence filled from its {branches} likeliest first tokens, "
+                f"the best of all their stops kept (`--fill-branches {branches}`)."
+            )
+        return note + (
+            "; from the greedy first token only (`--fill-branches 1`)." if branches == 1 else "."
         )
     if stop == "model":
         return "MAGNET fills: each ends where the model ends it (`--fill-stop model`)."

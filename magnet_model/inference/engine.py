@@ -140,6 +140,7 @@ class Engine:
         fill_close_sentences: bool | None = None,
         length_hints: int | Sequence[int | None] | None = None,
         fill_stop: str | None = None,
+        fill_branches: int | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
@@ -153,6 +154,9 @@ class Engine:
         fill_stop: where a free span ends, "join" (cut where the completed text reads
         likeliest, stops.py) or "model" (its own <span_end>); None: the engine's setting,
         MAGNET_FILL_STOP.
+        fill_branches: how many first tokens a free blank inside a sentence is filled from
+        under "join", the fill that reads best kept (infill.py; 1: the greedy fill only;
+        None: the engine's setting, MAGNET_FILL_BRANCHES).
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
         s = Sampling(do_sample, temperature, top_p, seed)
@@ -168,6 +172,7 @@ class Engine:
             fill_close_sentences,
             length_hints,
             fill_stop,
+            fill_branches,
         )
         if reference:
             return infill_reference(*args)
@@ -240,12 +245,14 @@ class Engine:
         prompt_format: str | Mapping[str, str] | None = None,
         prompt_no_copy: int | None = None,
         fill_stop: str | None = None,
+        fill_branches: int | None = None,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
         Input errors common to all (no blank, empty text) are raised. fill_no_repeat,
-        fill_close_sentences, fill_stop: the MAGNET fills' decoding rules (infill); prompt_format,
+        fill_close_sentences, fill_stop, fill_branches: the MAGNET fills' decoding rules
+        (infill); prompt_format,
         prompt_no_copy: the prompted systems' (infill_prompted; prompt_format may map a
         system's name to its format, as a study records them)."""
         s = Sampling(do_sample, temperature, top_p, seed)
@@ -278,6 +285,7 @@ class Engine:
                     fill_no_repeat,
                     fill_close_sentences,
                     stop=fill_stop,
+                    branches=fill_branches,
                 )
             lanes.append(lane)
         return self.runner.run(lanes)

@@ -7,12 +7,19 @@ earlier tokens, never another span's; positions come from the layout (layout.bui
 contract shared with MSG training). A span stops by itself when the model predicts
 <span_end>, or is cut at a maximum / fixed length; then, under the stop rule "join" (the
 default, stops.py), each free span is cut where the completed text reads likeliest along the
-path it decoded. infill_reference() does the same re-encoding everything at each step (tests
-and benchmarks).
+path it decoded. A free blank inside a sentence (not between sentences, not of fixed length,
+with text after it) is decoded from several first tokens under "join" (`fill_branches`, 4 by
+default): at its first step the next likeliest first tokens open spans of their own, decoded
+beside the first in the same row (each reads its own copy of the blank's <span_start>), and
+the stop rule keeps the best stop of all of them. Greedy decoding commits to its first token:
+a word blank whose likeliest first token opens a clause ("The term was used by" for "There")
+could only be cut inside the clause. infill_reference() does the same re-encoding everything
+at each step (tests and benchmarks).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -58,6 +65,14 @@ class InfillJob:
     # <span_end> there (-inf where a rule forbade the end)
     trace: list[list[tuple[float, float]]] | None = None
     stop: str = "model"  # where a free span ends (stops.py): "join" or "model"
+    # first tokens tried per blank that branches (1: the greedy path only; module doc)
+    branches: int = 1
+    # per blank: whether it branches (free, inside a sentence, text after it, stop "join")
+    branch_at: list[bool] | None = None
+    # per decoded span, filled while decoding: its blank, and which of the blank's branches
+    # it is (0: the greedy path; spans 0..n-1 are the blanks' greedy paths, in order)
+    blank_of: list[int] | None = None
+    layer: list[int] | None = None
 
 
 def infill_job(
@@ -71,13 +86,23 @@ def infill_job(
     close_sentences=None,
     length_hints=None,
     stop=None,
+    branches=None,
 ) -> InfillJob:
     """A validated request: pieces, span limits, the hybrid layout of the context, the loop
     guard's n (None: the engine's, Runner.fill_no_repeat), whether a blank that stands
     between sentences must end one (None: the engine's, Runner.fill_close_sentences), and per
     blank an expected length in tokens (length_hints; None: unknown) that a model trained to
     read gaps as lengths is given as one, without fixing the length (a fixed length is one
-    too), and where a free span ends (stop, stops.py; None: the engine's, Runner.fill_stop)."""
+    too), where a free span ends (stop, stops.py; None: the engine's, Runner.fill_stop), and
+    how many first tokens a blank inside a sentence tries (branches, module doc; None: the
+    engine's, Runner.fill_branches)."""
+    if branches is None:
+        branches = runner.fill_branches
+    if isinstance(branches, bool) or not isinstance(branches, int) or not 1 <= branches <= 8:
+        raise InputError(
+            f"fill_branches must be a whole number from 1 (the greedy path only) to 8, "
+            f"not {branches!r}."
+        )
     if stop is None:
         stop = runner.fill_stop
     if stop not in STOPS:
@@ -129,6 +154,15 @@ def infill_job(
         close_sentences and not is_fixed[k] and between_sentences(pieces[k], pieces[k + 1])
         for k in range(n)
     ]
+    # a free blank inside a sentence tries other first tokens; its stop rule picks among them
+    branch_at = [
+        branches > 1
+        and stop == "join"
+        and not is_fixed[k]
+        and bool(piece_ids[k + 1])
+        and not between_sentences(pieces[k], pieces[k + 1])
+        for k in range(n)
+    ]
     span_end = runner.span_end(adapter)
     return InfillJob(
         stripped,
@@ -144,12 +178,14 @@ def infill_job(
         no_repeat=no_repeat,
         close=close,
         stop=stop,
+        branches=branches,
+        branch_at=branch_at,
     )
 
 
 def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     """Decode all spans side by side: yields (active, generated), receives the logits of
-    the active spans' next tokens; returns (generated, reasons).
+    the active spans' next tokens; returns (generated, reasons), one per decoded span.
 
     A span ends when the model predicts <span_end> ("end"), when its last tokens repeat
     the start of the text after its blank ("joined": it ran into the right context; the
@@ -157,7 +193,11 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     the loop guard on (job.no_repeat = n > 0) no span completes an n-gram of tokens it
     already holds (guard.py). A span whose blank stands between sentences (job.close) may
     end only where its text ends a sentence; else it goes on to its maximum. No span ends
-    while it holds only white space."""
+    while it holds only white space. Spans 0..n-1 are the blanks' greedy paths; at its first
+    step a blank that branches (job.branch_at) opens one more span per next likeliest first
+    token besides the one picked (job.branches - 1 of them, every rule applied), each decoded
+    on as the request decodes (greedy or sampled) beside the others (job.blank_of and
+    job.layer say whose they are)."""
     n = len(job.limits)
     end = job.roles.span_end
     span_end = job.span_end
@@ -167,28 +207,53 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     no_repeat = job.no_repeat
     exempt = runner.word_continuations if no_repeat > 0 else None
     close = job.close or [False] * n
+    branch_at = job.branch_at or [False] * n
+    branching = job.branches > 1
     decode = runner.tokenizer.decode
+    blank_of = job.blank_of = list(range(n))
+    layer = job.layer = [0] * n
     generated: list[list[int]] = [[] for _ in range(n)]
     # whether the span holds more than white space: a span of a bare " " token and its end
     # would fill the blank with nothing (met: "the [blank] controller" -> "the  controller")
     written = [False] * n
     reasons = [""] * n
-    job.trace = [[] for _ in range(n)]
+    trace = job.trace = [[] for _ in range(n)]
+
+    def advance(j: int, tok: int, tok_lp: float, end_lp: float) -> bool:
+        """Span j takes tok: whether it goes on."""
+        k = blank_of[j]
+        trace[j].append((tok_lp, end_lp))
+        if tok == end:
+            reasons[j] = "end"
+            return False
+        generated[j].append(tok)
+        written[j] = written[j] or bool(decode([tok]).strip())
+        right = rights[k]
+        if right and not job.fixed[k] and generated[j][-len(right) :] == right:
+            del generated[j][-len(right) :]
+            reasons[j] = "joined"
+        elif len(generated[j]) >= job.limits[k]:
+            reasons[j] = "fixed" if job.fixed[k] else "max"
+        else:
+            return True
+        return False
+
     active = list(range(n))
     while active:
         logits = span_end.apply((yield active, generated).float())
         logits[:, banned] = float("-inf")
-        for row, k in enumerate(active):
-            if len(generated[k]) < job.min_tokens or job.fixed[k] or not written[k]:
+        for row, j in enumerate(active):
+            k = blank_of[j]
+            if len(generated[j]) < job.min_tokens or job.fixed[k] or not written[j]:
                 logits[row, end] = float("-inf")  # the span may not end yet
-            elif close[k] and not ends_sentence(decode(generated[k][-4:])):
+            elif close[k] and not ends_sentence(decode(generated[j][-4:])):
                 logits[row, end] = float("-inf")  # not before its sentence ends
-            if not generated[k] and rights[k] and not job.fixed[k]:
+            if not generated[j] and rights[k] and not job.fixed[k]:
                 # a span that began with the text after its blank would be trimmed to
                 # nothing: the blank is there because something is missing
                 logits[row, rights[k][0]] = float("-inf")
             if no_repeat > 0:
-                bans = repeat_bans(generated[k], no_repeat, exempt)
+                bans = repeat_bans(generated[j], no_repeat, exempt)
                 if bans:
                     logits[row, bans] = float("-inf")
         picks = s.pick(logits).tolist()
@@ -196,21 +261,27 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
         chosen = logp.gather(1, torch.tensor(picks, device=logp.device)[:, None])[:, 0].tolist()
         at_end = logp[:, end].tolist()
         still = []
-        for row, (k, tok) in enumerate(zip(active, picks, strict=True)):
-            job.trace[k].append((chosen[row], at_end[row]))
-            if tok == end:
-                reasons[k] = "end"
+        for row, (j, tok) in enumerate(zip(active, picks, strict=True)):
+            if advance(j, tok, chosen[row], at_end[row]):
+                still.append(j)
+            k = blank_of[j]
+            if not (branching and branch_at[k] and j < n and len(trace[j]) == 1):
                 continue
-            generated[k].append(tok)
-            written[k] = written[k] or bool(decode([tok]).strip())
-            right = rights[k]
-            if right and not job.fixed[k] and generated[k][-len(right) :] == right:
-                del generated[k][-len(right) :]
-                reasons[k] = "joined"
-            elif len(generated[k]) >= job.limits[k]:
-                reasons[k] = "fixed" if job.fixed[k] else "max"
-            else:
-                still.append(k)
+            top = logp[row].topk(min(job.branches, logp.shape[-1]))
+            others = [
+                (t, lp)
+                for t, lp in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+                if t != tok and t != end and math.isfinite(lp)
+            ][: job.branches - 1]
+            for b, (t, lp) in enumerate(others, start=1):
+                blank_of.append(k)
+                layer.append(b)
+                generated.append([])
+                written.append(False)
+                reasons.append("")
+                trace.append([])
+                if advance(len(generated) - 1, t, lp, at_end[row]):
+                    still.append(len(generated) - 1)
         active = still
     return generated, reasons
 
@@ -243,18 +314,31 @@ def _magnet_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     see = allowed_mask("hybrid", torch.ones_like(segments)[None], segments[None])[0, 0]
     want = list(range(n_ctx, len(seq.input_ids)))
     key_seg = list(seq.segments)
+    n = len(job.limits)
     steps = span_steps(runner, job, s)
     try:
         next(steps)
         logits = yield Feed(seq.input_ids, seq.position_ids, see, want)
         while True:
             active, generated = steps.send(logits)
-            q_seg = torch.tensor([k + 1 for k in active])
-            key_seg += q_seg.tolist()
-            see = hybrid_step_see(torch.tensor(key_seg), q_seg)
-            ids = [generated[k][-1] for k in active]
-            pos = [seq.span_position(k, len(generated[k])) for k in active]
-            logits = yield Feed(ids, pos, see, list(range(len(active))))
+            ids, pos, seg, last = [], [], [], []
+            for j in active:
+                k = job.blank_of[j]
+                if j >= n and len(generated[j]) == 1:
+                    # a branch's first token: the branch reads its own copy of the blank's
+                    # <span_start> (the same key: same token, position and visible context)
+                    ids.append(seq.input_ids[n_ctx + k])
+                    pos.append(seq.position_ids[n_ctx + k])
+                    seg.append(j + 1)
+                ids.append(generated[j][-1])
+                pos.append(seq.span_position(k, len(generated[j])))
+                seg.append(j + 1)
+                last.append(len(ids) - 1)
+            see = hybrid_step_see(torch.tensor(key_seg + seg), torch.tensor(seg))
+            # two new tokens of one span (a branch's start): the first does not see the second
+            see[:, len(key_seg) :] &= torch.ones(len(seg), len(seg), dtype=torch.bool).tril()
+            key_seg += seg
+            logits = yield Feed(ids, pos, see, last)
     except StopIteration as stop:
         generated, reasons = stop.value
     # the stop rule's causal readings, appended to the lane's row, seeing none of its keys
@@ -276,15 +360,27 @@ def _reference_step(runner: Runner, job: InfillJob) -> Callable:
     """The slow path: the whole layout (context + all spans so far) re-encoded every step."""
 
     def step(active: list[int], generated: list[list[int]]) -> torch.Tensor:
-        seq = build_hybrid(
-            job.piece_ids, generated, job.roles, job.bos, with_end=False, gaps=job.position_gaps
-        )
-        ids = runner.tensor([seq.input_ids])
-        seg = runner.tensor([seq.segments])
-        mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)
-        h = runner.hidden_states(ids, mask, runner.tensor([seq.position_ids]))[0]
-        last = [max(i for i, g in enumerate(seq.segments) if g == k + 1) for k in active]
-        return runner.logits(h[last])
+        # one layout per layer of branches (each blank's b-th path): spans never see each other
+        blank_of = job.blank_of or list(range(len(generated)))
+        layer = job.layer or [0] * len(generated)
+        rows: dict[int, torch.Tensor] = {}
+        for b in sorted({layer[j] for j in active}):
+            spans = [[] for _ in job.piece_ids[1:]]
+            for j, g in enumerate(generated):
+                if layer[j] == b:
+                    spans[blank_of[j]] = g
+            seq = build_hybrid(
+                job.piece_ids, spans, job.roles, job.bos, with_end=False, gaps=job.position_gaps
+            )
+            ids = runner.tensor([seq.input_ids])
+            seg = runner.tensor([seq.segments])
+            mask = additive(allowed_mask("hybrid", torch.ones_like(ids), seg), runner.dtype)
+            h = runner.hidden_states(ids, mask, runner.tensor([seq.position_ids]))[0]
+            for j in active:
+                if layer[j] == b:
+                    k = blank_of[j]
+                    rows[j] = h[max(i for i, g in enumerate(seq.segments) if g == k + 1)]
+        return runner.logits(torch.stack([rows[j] for j in active]))
 
     return step
 
@@ -327,12 +423,13 @@ def infill_lane(
     close_sentences: bool | None = None,
     length_hints=None,
     stop: str | None = None,
+    branches: int | None = None,
 ) -> Lane:
     """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
     t0 = time.perf_counter()
     job = infill_job(
         runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints, stop,
+        close_sentences, length_hints, stop, branches,
     )  # fmt: skip
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
@@ -360,12 +457,13 @@ def infill_reference(
     close_sentences: bool | None = None,
     length_hints=None,
     stop: str | None = None,
+    branches: int | None = None,
 ) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
     t0 = time.perf_counter()
     job = infill_job(
         runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints, stop,
+        close_sentences, length_hints, stop, branches,
     )  # fmt: skip
     s = sampling.start()
     with runner.using(adapter) as name:

@@ -60,6 +60,9 @@ class EngineConfig:
     # likeliest, stops.py) or "model" (its own <span_end>); None: the model spec's
     # (MAGNET_FILL_STOP, --fill-stop; default "join")
     fill_stop: str | None = None
+    # MAGNET fills: first tokens a free blank inside a sentence tries (infill.py; 1: the greedy
+    # path only); None: the model spec's (MAGNET_FILL_BRANCHES, --fill-branches; default 4)
+    fill_branches: int | None = None
     # the prompted baselines' prompt format (prompts.py: "auto" or a name) and their copy
     # guard's run length (0: off); None: the model spec's (MAGNET_PROMPT_FORMAT,
     # MAGNET_PROMPT_NO_COPY)
@@ -183,6 +186,13 @@ class Runner:
         """Where a free fill ends (stops.STOPS): the engine's setting, else the model spec's."""
         v = self.config.fill_stop
         return self.loaded.spec.fill_stop if v is None else v
+
+    @property
+    def fill_branches(self) -> int:
+        """First tokens a free blank inside a sentence tries (infill.py): the engine's
+        setting, else the model spec's."""
+        v = self.config.fill_branches
+        return self.loaded.spec.fill_branches if v is None else v
 
     @property
     def prompt_format(self) -> str:

@@ -13,7 +13,9 @@ a candidate, scored by the log-probability of the completed text it makes:
             | the text before the blank, fill[:t])           same adapter
     + LENGTH_BONUS * t                                      a length prior
 
-and the span is cut at the best one (reason "best" when that is before the model's end). The
+and the span is cut at the best one (reason "best" when that is before the model's end). A
+blank decoded from several first tokens (infill.py, `fill_branches`) has the stops of all its
+paths as candidates, under BRANCH_LENGTH_BONUS, and keeps the best path's. The
 causal reading is one extra forward per blank: the text before the blank once, then per
 candidate its cut fill and the right tokens, each seeing the shared text before it and its own
 tokens (a packed tree, so the text before the blank is encoded once for all candidates).
@@ -36,6 +38,14 @@ RIGHT_TOKENS = 8  # tokens after the blank that the join reads
 # --length-bonus ...: the most fills within 0.5-2x the truth over the phrase and word suites
 # of both domains, 249 of 320 with none, 264 at 0.3, 268 at 0.5, 258 at 0.8)
 LENGTH_BONUS = 0.5
+# the same prior where a blank was filled from several first tokens (infill.py, branches):
+# among more paths one that runs on finds a high sum of bonuses more often (the training
+# split's news word blanks at 0.5: 2.96x the truth; the greedy path alone 1.70). Chosen on its
+# passages like LENGTH_BONUS (bench/bench_first_branches.py --split dev --fills 80 --suites
+# word,phrase --length-bonus 0.35,0.4,0.45,0.5,0.8, bench/results/first_branches_dev_v6.json:
+# phrase and word fills within 0.5-2x the truth, of 320: 237 at 0.3, 236 at 0.35, 235 at
+# 0.4 and 0.45, 234 at 0.5, 223 at 0.8; the greedy path's best stop alone 230)
+BRANCH_LENGTH_BONUS = 0.3
 # a fill may be cut before a token that opens a word (a space mark, or a line break) or before
 # punctuation that closes one; never inside a word, a hyphenated one included ("anarcho" of
 # "anarcho-syndicalism"), nor between a word and its "'s"
@@ -103,43 +113,59 @@ def packed_join(left: list[int], fills: list[list[int]], right: list[int]) -> tu
 
 
 def choose(cands: list[tuple], right_lps: list[float], bonus: float | None = None) -> int:
-    """The t of the best candidate: the highest span + end + join log-probability, plus
+    """The index of the best candidate: the highest span + end + join log-probability, plus
     `bonus` (None: LENGTH_BONUS) per token of the cut fill."""
     bonus = LENGTH_BONUS if bonus is None else bonus
     scores = [a + e + q + bonus * t for (t, a, e), q in zip(cands, right_lps, strict=True)]
-    return cands[max(range(len(cands)), key=scores.__getitem__)][0]
+    return max(range(len(cands)), key=scores.__getitem__)
 
 
 def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> Generator:
     """Cut each free span at its best stop (module doc): yields (ids, positions, see, want) of
     a causal reading, receives the logits of the wanted positions (len(want), vocab); returns
-    (generated, reasons). Blanks are read in order, each after the earlier ones as cut. A span
-    of fixed length or before no text, and any span with one candidate, are left as they are;
+    (generated, reasons), one per blank. Blanks are read in order, each after the earlier ones
+    as cut. A blank that branched (infill.span_steps: job.blank_of) has the stops of all its
+    paths as candidates, and the best one is kept (its whole path: its own reason). A span of
+    fixed length or before no text, and any span with one candidate, are left as they are;
     so is every span under the rule "model". A span that ran into the right context (joined)
     is a candidate as it stands, beside its earlier stops: a word blank that ran on through a
-    whole sentence before it met the text after it is cut back too."""
-    if job.stop != "join":
-        return generated, reasons
+    whole sentence before it met the text after it is cut back too. job.trace is left with
+    the kept path's trace per blank."""
+    n = len(job.piece_ids) - 1
+    blank_of = getattr(job, "blank_of", None) or list(range(n))
+    paths = [[j for j, b in enumerate(blank_of) if b == k] for k in range(n)]
+    traces = job.trace or []
+    kept = list(range(n))  # per blank: the path kept (its greedy one unless another wins)
+    out, why = [list(g) for g in generated[:n]], list(reasons[:n])
     cuts = runner.cut_points
     left: list[int] = [] if job.bos is None else [job.bos]
-    for k in range(len(generated)):
+    for k in range(n):
         left += job.piece_ids[k]
         right = job.piece_ids[k + 1][:RIGHT_TOKENS]
-        trace = job.trace[k] if job.trace else []
-        free = not job.fixed[k] and reasons[k] in ("end", "max", "joined") and right and trace
-        cands = candidates(trace, generated[k], reasons[k], cuts, job.min_tokens) if free else []
-        too_long = len(left) + len(generated[k]) + len(right) > runner.max_input_tokens
+        cands, owner = [], []
+        if job.stop == "join" and not job.fixed[k] and right:
+            for j in paths[k]:
+                trace = traces[j] if j < len(traces) else []
+                if reasons[j] in ("end", "max", "joined") and trace:
+                    got = candidates(trace, generated[j], reasons[j], cuts, job.min_tokens)
+                    cands += got
+                    owner += [j] * len(got)
+        longest = max(len(generated[j]) for j in paths[k])
+        too_long = len(left) + longest + len(right) > runner.max_input_tokens
         if len(cands) > 1 and not too_long:
-            fills = [generated[k][:t] for t, _, _ in cands]
+            fills = [generated[j][:t] for j, (t, _, _) in zip(owner, cands, strict=True)]
             ids, pos, see, want = packed_join(left, fills, right)
             flat = [i for w in want for i in w]
             logits = yield ids, pos, see, flat
             logp = torch.log_softmax(logits.float(), dim=-1)
             at = torch.tensor(right * len(fills), device=logp.device)[:, None]
             per = logp.gather(1, at)[:, 0].view(len(fills), len(right)).sum(-1).tolist()
-            t = choose(cands, per)
-            if t < len(generated[k]):
-                generated[k] = generated[k][:t]
-                reasons[k] = "best"
-        left += generated[k]
-    return generated, reasons
+            i = choose(cands, per, BRANCH_LENGTH_BONUS if len(paths[k]) > 1 else None)
+            j, t = owner[i], cands[i][0]
+            kept[k] = j
+            out[k] = generated[j][:t]
+            why[k] = "best" if t < len(generated[j]) else reasons[j]
+        left += out[k]
+    if traces:
+        job.trace = [traces[j] for j in kept]
+    return out, why
