@@ -67,8 +67,11 @@ def _result(r) -> dict:
 
 def outputs(engine) -> dict:
     """Everything recorded, as plain JSON values. MAGNET fills run without their loop guard
-    (the raw decoder the records were made from; the guard has tests of its own)."""
+    (the raw decoder the records were made from; the guard has tests of its own) and from
+    their greedy first token (the records came before branching), but for the `_branches`
+    records."""
     engine.config.fill_no_repeat = 0
+    engine.config.fill_branches = 1
     sents = ["the cat sat on the mat .", "a small bird flew over the river", "one two three"]
     out: dict = {}
     out["infill_one"] = _infill(engine.infill(ONE, max_span_tokens=6))
@@ -77,6 +80,8 @@ def outputs(engine) -> dict:
     out["infill_base"] = _infill(engine.infill(MANY, adapter=None, max_span_tokens=5))
     out["infill_sampled"] = _infill(engine.infill(MANY, max_span_tokens=5, **SAMPLED))
     out["infill_reference"] = _infill(engine.infill_reference(MANY, max_span_tokens=4))
+    for name, kw in (("infill_branches", {}), ("infill_branches_sampled", SAMPLED)):
+        out[name] = _infill(engine.infill(MANY, max_span_tokens=[6, 3, 9], fill_branches=4, **kw))
     for shots in (0, 5):
         r = engine.infill_prompted(MANY, shots=shots, max_span_tokens=4)
         out[f"prompted_{shots}"] = _infill(r)

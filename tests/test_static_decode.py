@@ -223,7 +223,8 @@ def cpu_graphs(engine, monkeypatch):
 def test_graph_bookkeeping_gives_the_eager_tokens(engine, cpu_graphs):
     with decode(engine, "eager"):
         a = engine.generate(LONG, adapter="magnet", max_new_tokens=40)
-        fill = engine.infill(TEXT, max_span_tokens=[6, 3, 9])
+        fill = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=1)
+        branched = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=4)
         lanes = engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
     # no slot left by earlier tests (the stop rule's readings grow buckets): a fresh one
     engine.runner.static_decoder.clear()
@@ -235,10 +236,14 @@ def test_graph_bookkeeping_gives_the_eager_tokens(engine, cpu_graphs):
     assert stats["eager_steps"] == 1 and stats["replays"] == 39
     assert stats["grown"] >= 1 and stats["captures"] == stats["grown"] + 1
     with decode(engine, "graph") as stats:
-        again = engine.infill(TEXT, max_span_tokens=[6, 3, 9])
+        again = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=1)
     assert ids_of(again) == ids_of(fill)
     # 3 open spans feed 3 tokens, padded to 4; then 2 (a power of two) and 1
     assert stats["captures"] >= 2 and stats["replays"] == 8
+    with decode(engine, "graph"):  # several first tokens per blank: the same paths
+        assert ids_of(engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=4)) == ids_of(
+            branched
+        )
     with decode(engine, "graph") as stats:
         together = engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
     assert [ids_of(r) for r in together] == [ids_of(r) for r in lanes]
