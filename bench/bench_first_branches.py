@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import torch
 from common import Row
 from unit_fills import (
+    cut,
     dev_sources,
     finish,
     heldout_sources,
@@ -48,7 +49,7 @@ from unit_fills import (
 
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import fill_flags, unit_cases
-from magnet_model.inference.blanks import DEFAULT_MARKER, FilledSpan, InfillResult
+from magnet_model.inference.blanks import DEFAULT_MARKER, InfillResult
 from magnet_model.inference.infill import infill_lane
 from magnet_model.inference.sampling import Sampling
 from magnet_model.inference.stops import BRANCH_LENGTH_BONUS, LENGTH_BONUS, candidates
@@ -84,16 +85,6 @@ def branch_fill(engine, text: str, first: int | None, k: int) -> tuple[InfillRes
     s = FirstToken(first=first, k=k)
     lane = infill_lane(engine.runner, text, "magnet", DEFAULT_MARKER, CAP, None, s, stop="model")
     return engine.runner.run_one(lane), s.top
-
-
-def as_result(engine, result: InfillResult, ids: list[int]) -> InfillResult:
-    """A result whose one span is `ids` (a cut branch)."""
-    span = result.spans[0]
-    if ids == list(span.token_ids):
-        return result
-    text = engine.tokenizer.decode(ids)
-    s = FilledSpan(text, ids, 0, 0, "end", written=len(span.token_ids), trace=span.trace)
-    return InfillResult(result.text, "", [s], "magnet", result.adapter, 0, 0.0, 0.0, 0.0)
 
 
 def same_words(fill: str, truth: str) -> bool:
@@ -166,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     bonus = float(rule[9:]) if bonus is None else bonus
                     pool = [x for x in cands if x[0] == 0] if rule == "join" else cands
                     b, t, _ = max(pool, key=lambda x: x[2] + bonus * x[1])
-                    kept[rule].append(
-                        as_result(engine, results[b], results[b].spans[0].token_ids[:t])
-                    )
+                    kept[rule].append(cut(engine, results[b], t))
                     if rule == "branches":
                         picked_branch.append(b)
             shape = "one_sentence" if kind == "sentence" else "no_sentence_end"

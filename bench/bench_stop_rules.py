@@ -38,6 +38,7 @@ import time
 
 from common import Row
 from unit_fills import (
+    cut,
     dev_sources,
     finish,
     heldout_sources,
@@ -49,23 +50,11 @@ from unit_fills import (
 
 from magnet_model.evaluation.fills import fill_tokens
 from magnet_model.evaluation.suites import fill_flags, unit_cases
-from magnet_model.inference.blanks import FilledSpan, InfillResult
 from magnet_model.inference.stops import LENGTH_BONUS, candidates
 
 CAP = 64
 RIGHT_TOKENS = 8
 RULES = ("model", "likeliest", "join-0", "join", "join-free", "join-mean", "decoder")
-
-
-def cut(engine, result, t: int) -> InfillResult:
-    """The result with its one span cut after t tokens."""
-    span = result.spans[0]
-    if t == len(span.token_ids):
-        return result
-    ids = list(span.token_ids[:t])
-    text = engine.tokenizer.decode(ids)
-    s = FilledSpan(text, ids, 0, 0, "end", written=len(span.token_ids), trace=span.trace)
-    return InfillResult(result.text, "", [s], "magnet", result.adapter, 0, 0.0, 0.0, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:

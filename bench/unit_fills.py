@@ -1,7 +1,8 @@
 """What the benchmarks of MAGNET's unit-suite fills share (bench_fill_guard.py,
 bench_length_hints.py, bench_stop_rules.py): their common flags, the engine with one adapter,
 the held-out passages per domain, a table cell of a share with its interval (paired with a
-reference setting's), the causal reading of the text after a blank, and the report's end."""
+reference setting's), the causal reading of the text after a blank, a fill cut where a rule
+stops it, and the report's end."""
 
 from __future__ import annotations
 
@@ -103,3 +104,16 @@ def finish(args, engine, rows: list, report: dict, lines: list[str], t0: float) 
     report["seconds"] = round(time.perf_counter() - t0, 1)
     runner = engine.runner
     write_report(args.out, rows, report, runner.device, runner.loaded.dtype_name)
+
+
+def cut(engine, result, t: int):
+    """A one-blank InfillResult with its span cut after t tokens (a stop a rule picked)."""
+    from magnet_model.inference.blanks import FilledSpan, InfillResult
+
+    span = result.spans[0]
+    if t == len(span.token_ids):
+        return result
+    ids = list(span.token_ids[:t])
+    text = engine.tokenizer.decode(ids)
+    s = FilledSpan(text, ids, 0, 0, "end", written=len(span.token_ids), trace=span.trace)
+    return InfillResult(result.text, "", [s], "magnet", result.adapter, 0, 0.0, 0.0, 0.0)
