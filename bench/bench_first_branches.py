@@ -43,12 +43,12 @@ from unit_fills import (
     heldout_sources,
     magnet_engine,
     right_logps,
+    rule_fills,
     share_cell,
     unit_parser,
 )
 
-from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.suites import fill_flags, unit_cases
+from magnet_model.evaluation.suites import unit_cases
 from magnet_model.inference.blanks import DEFAULT_MARKER, InfillResult
 from magnet_model.inference.infill import infill_lane
 from magnet_model.inference.sampling import Sampling
@@ -164,17 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             per = {}
             truths = [c.span_text.strip() for c in cases]
             for rule in rules:
-                flags = fill_flags(engine, kind, kept[rule], "magnet")
-                texts = [x.spans[0].text.strip() for x in kept[rule]]
-                written = [fill_tokens(engine, t) for t in texts]
-                pairs = zip(written, truth, strict=True)
-                flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in pairs]
-                flags["exact"] = [same_words(f, t) for f, t in zip(texts, truths, strict=True)]
-                per[rule] = {
-                    "flags": flags,
-                    "length_ratio": sum(written) / sum(truth),
-                    "fills": texts,
-                }
+                per[rule] = r = rule_fills(engine, kind, kept[rule], truth)
+                pairs = zip(r["fills"], truths, strict=True)
+                r["flags"]["exact"] = [same_words(f, t) for f, t in pairs]
             report["suites"][key] = {"truths": truths, **per, "seconds": seconds}
             report["suites"][key].update(picked_branch=picked_branch, stops=scored, paths=paths)
             off = per["join"]

@@ -44,12 +44,12 @@ from unit_fills import (
     heldout_sources,
     magnet_engine,
     right_logps,
+    rule_fills,
     share_cell,
     unit_parser,
 )
 
-from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.suites import fill_flags, unit_cases
+from magnet_model.evaluation.suites import unit_cases
 from magnet_model.inference.stops import LENGTH_BONUS, candidates
 
 CAP = 64
@@ -125,15 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
             per = {}
             for rule in rules:
-                flags = fill_flags(engine, kind, kept[rule], "magnet")
-                written = [fill_tokens(engine, x.spans[0].text.strip()) for x in kept[rule]]
-                pairs = zip(written, truth, strict=True)
-                flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in pairs]
-                per[rule] = {
-                    "flags": flags,
-                    "length_ratio": sum(written) / sum(truth),
-                    "fills": [x.spans[0].text.strip() for x in kept[rule]],
-                }
+                per[rule] = rule_fills(engine, kind, kept[rule], truth)
             report["suites"][key] = {"truths": [c.span_text.strip() for c in cases], **per}
             report["suites"][key]["seconds"] = seconds
             if not args.no_decoder:

@@ -117,3 +117,17 @@ def cut(engine, result, t: int):
     text = engine.tokenizer.decode(ids)
     s = FilledSpan(text, ids, 0, 0, "end", written=len(span.token_ids), trace=span.trace)
     return InfillResult(result.text, "", [s], "magnet", result.adapter, 0, 0.0, 0.0, 0.0)
+
+
+def rule_fills(engine, kind: str, results: list, truth: list[int]) -> dict:
+    """What a rule's fills (one-blank InfillResults) are, per case and in sum: the suite's flags
+    (fill_flags) plus within_2x (0.5-2x the true length in tokens), the length ratio, the
+    fills' text."""
+    from magnet_model.evaluation.fills import fill_tokens
+    from magnet_model.evaluation.suites import fill_flags
+
+    flags = fill_flags(engine, kind, results, "magnet")
+    texts = [x.spans[0].text.strip() for x in results]
+    written = [fill_tokens(engine, t) for t in texts]
+    flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in zip(written, truth, strict=True)]
+    return {"flags": flags, "length_ratio": sum(written) / sum(truth), "fills": texts}
