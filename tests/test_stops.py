@@ -35,7 +35,8 @@ def engine():
 def test_the_packed_reading_equals_each_cut_fill_read_on_its_own(engine):
     runner = engine.runner
     left, right = [5, 9, 14, 3], [7, 8, 21]
-    fills = [[30], [30, 31], [30, 31, 32, 33]]
+    # three cuts of one path and two of another path (a second first token)
+    fills = [[30], [30, 31], [30, 31, 32, 33], [12], [12, 31, 30]]
     ids, pos, see, want = packed_join(left, fills, right)
     with runner.using("magnet"):
         h = runner.hidden_states(
@@ -45,10 +46,17 @@ def test_the_packed_reading_equals_each_cut_fill_read_on_its_own(engine):
             alone = runner.hidden_states(runner.tensor([left + fill + right]))[0]
             at = [len(left) + len(fill) - 1 + j for j in range(len(right))]
             assert torch.allclose(h[w], alone[at], atol=1e-5)
-    # a fill never sees another fill's tokens: each row sees the left text and its own
-    first = len(left)  # fill 0's token
-    second = first + len(fills[0]) + len(right)  # fill 1's first token
-    assert see[second, : len(left)].all() and not see[second, first]
+    # each path's tokens once (30 31 32 33 and 12 31 30), then all but the last right token
+    # per fill: 4 + 7 + 5 * 2 rows, not the 4 + 11 + 5 * 3 of a copy of every cut fill
+    assert len(ids) == len(left) + 7 + len(fills) * (len(right) - 1)
+    # a fill never sees another fill's tokens: the right text after [30] sees the left text
+    # and its 30, not the 31 that [30, 31] goes on with, nor the other path's 12
+    after_30 = want[0][1]
+    row = {tok: ids.index(tok, len(left)) for tok in (30, 31, 12)}
+    assert see[after_30, : len(left)].all() and see[after_30, row[30]]
+    assert not see[after_30, row[31]] and not see[after_30, row[12]]
+    # nor another fill's copy of the right text
+    assert not see[want[1][2], want[0][1]]
 
 
 def _job(generated, trace, right=RIGHT, fixed=False, stop="join"):
