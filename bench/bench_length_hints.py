@@ -3,24 +3,32 @@
     python bench/bench_length_hints.py --adapter adapters/magnet [--fills 80]
         [--suites phrase,word,window] [--domains wikipedia,news]
         [--settings none,truth,4,12,24,best:4+12+24+none] [--scorer magnet]
+        [--split heldout|dev]
 
 A model trained with length hints (layout.GapRule: hint_share > 0) reads the positions left
 between a <blank> and the text after it as the span's length; a blank of unknown length gets
 the adapter's default gap (32 for the shipped adapter). Phrase and word blanks then run on and
 random windows end early (docs/evaluation.md). This measures, on the evaluator's held-out cases
-(unit suites, and random 8-32-token windows as the `infill` task cuts them), greedy fills under:
-- `none`: no hint (the default gap; what the app and studies do today);
+(unit suites, and random 8-32-token windows as the `infill` task cuts them; `--split dev`: the
+training split's passages, to choose a setting before it is read on the held-out ones), greedy
+fills under:
+- `none`: no hint (the gap the adapter's rule gives a blank of unknown length: its default,
+  or between sentences its sentence gap if it has one; what the app and studies do);
 - `truth`: the true span's length as the hint (an oracle: the best a hint can do);
 - `N`: a hint of N tokens for every blank;
 - `best:A+B+...`: one fill per hint (`none` among them: the default gap), and the one kept
   after which the text that follows the blank reads best: the lowest NLL of the first
   RIGHT_TOKENS tokens after the blank, given the text before it and the fill, under the
   `--scorer` (the MAGNET adapter read causally, or the base model).
-Per suite and setting: the written length against the truth (summed tokens, and the share of
+Per suite and setting: the hybrid span PPL of the true span with the text after the blank
+where the setting puts it (against the base model reading the text before it only), the
+written length against the truth (summed tokens, and the share of
 fills within 0.5-2x the truth), the shape (one complete sentence for sentences, no sentence
 end for phrases and words), fills stopped before the cap and with a repeated 3-gram, each
 share with its 95% interval and paired against `none` (McNemar). Writes
-bench/results/length_hints.json with the table and every fill.
+bench/results/length_hints.json with the table and every fill. `--ppl-only`: the span PPL
+alone, no fills (to sweep many gaps, e.g. `--suites sentence --settings
+none,16,24,40,48,56,64,80,truth`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import time
 
 from common import Row
 from unit_fills import (
+    dev_sources,
     finish,
     heldout_sources,
     magnet_engine,
@@ -38,6 +47,7 @@ from unit_fills import (
 )
 
 from magnet_model.evaluation.fills import fill_tokens
+from magnet_model.evaluation.scoring import causal_span_nll, span_perplexity
 from magnet_model.evaluation.suites import fill_flags, unit_cases
 
 CAP = 64
@@ -60,6 +70,18 @@ def right_nll(engine, scorer, case, result) -> float:
     """NLL of the first RIGHT_TOKENS tokens after the blank, read after the text before it
     and the fill (a causal reading, scorer: an adapter name or None for the base model)."""
     return -right_logps(engine, scorer, case, [result.spans[0].token_ids], RIGHT_TOKENS)[0]
+
+
+def truth_ppl(engine, cases: list, name: str) -> float | None:
+    """The hybrid span PPL of the true spans with the right context where a setting puts it
+    (none: the rule's gap for a blank of unknown length; truth: the true length; N: N
+    positions); None for best:..."""
+    from magnet_model.evaluation.scoring import hybrid_span_nll
+
+    if name.startswith("best:"):
+        return None
+    gap = None if name in ("none", "truth") else int(name)
+    return span_perplexity(hybrid_span_nll(engine, cases, "magnet", hint=name == "truth", gap=gap))
 
 
 def fill_setting(engine, cases: list, name: str, scorer, made: dict) -> tuple[list, list]:
@@ -89,6 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     p = unit_parser(__doc__, 80, "phrase,word,window", "length_hints")
     p.add_argument("--settings", default="none,truth,4,12,24,best:4+12+24+none")
     p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
+    p.add_argument(
+        "--ppl-only",
+        action="store_true",
+        help="score the true spans under each setting, make no fills (minutes, not an hour)",
+    )
+    p.add_argument(
+        "--split",
+        default="heldout",
+        choices=("heldout", "dev"),
+        help="the evaluator's held-out passages, or the training split's (to choose a setting)",
+    )
     args = p.parse_args(argv)
 
     from magnet_model.evaluation.scoring import span_cases
@@ -97,11 +130,29 @@ def main(argv: list[str] | None = None) -> int:
     if not engine.runner.gap_rule("magnet").hints:
         raise SystemExit(f"{args.adapter} was not trained to read length hints (its gap rule).")
     scorer = "magnet" if args.scorer == "magnet" else None
-    sources = heldout_sources()
+    sources = heldout_sources() if args.split == "heldout" else dev_sources()
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
-    report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
-    head = ("length / truth", "within 0.5-2x", "shape", "stopped", "repeated 3-gram")
+    report: dict = {
+        "adapter": args.adapter,
+        "fills": args.fills,
+        "split": args.split,
+        "settings": names,
+        "suites": {},
+    }
+    head = (
+        "span PPL of the truth (/ base left-only)",
+        "length / truth",
+        "within 0.5-2x",
+        "shape",
+        "stopped",
+        "repeated 3-gram",
+    )
     lines = ["| suite | setting | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    if args.ppl_only:  # one row per suite: the span PPL under each setting
+        lines = [
+            "| suite | base left-only | " + " | ".join(names) + " |",
+            "|---|---|" + "---|" * len(names),
+        ]
     rows: list[Row] = []
     t0 = time.perf_counter()
     for domain in args.domains.split(","):
@@ -115,6 +166,18 @@ def main(argv: list[str] | None = None) -> int:
             key = f"{domain}/{kind}"
             per: dict = {}
             made: dict = {}
+            if args.ppl_only:
+                left_only = span_perplexity(causal_span_nll(engine, cases, None))
+                ppls = {name: truth_ppl(engine, cases, name) for name in names}
+                report["suites"][key] = {"base_left_only_ppl": left_only, "span_ppl": ppls}
+                cells = [
+                    "–" if p is None else f"{p:.2f} ({p / left_only:.3f}x)" for p in ppls.values()
+                ]
+                lines.append(
+                    f"| {key} ({len(cases)}) | {left_only:.2f} | " + " | ".join(cells) + " |"
+                )
+                print(lines[-1], flush=True)
+                continue
             for name in names:
                 results, chosen = fill_setting(engine, cases, name, scorer, made)
                 shape_kind = "phrase" if kind == WINDOW else kind  # a window: no sentence rule
@@ -125,16 +188,22 @@ def main(argv: list[str] | None = None) -> int:
                 per[name] = {
                     "flags": flags,
                     "length_ratio": sum(written) / sum(truth),
+                    "span_ppl": truth_ppl(engine, cases, name),
                     "hints": chosen,
                     "fills": [r.spans[0].text.strip() for r in results],
                 }
             if key not in report["suites"]:
                 report["suites"][key] = {"truths": [c.span_text.strip() for c in cases]}
+                left_only = span_perplexity(causal_span_nll(engine, cases, None))
+                report["suites"][key]["base_left_only_ppl"] = left_only
             report["suites"][key].update(per)
             shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
             off = per.get("none")
+            left_only = report["suites"][key]["base_left_only_ppl"]
             for name, r in per.items():
-                cells = [f"{r['length_ratio']:.2f}"]
+                ppl = r["span_ppl"]
+                cells = ["–" if ppl is None else f"{ppl:.2f} ({ppl / left_only:.3f}x)"]
+                cells.append(f"{r['length_ratio']:.2f}")
                 for flag in ("within_2x", shape, "stopped", "repeat_3gram"):
                     paired = off is not None and name != "none"
                     cell, d = share_cell(r["flags"][flag], off["flags"][flag] if paired else None)
@@ -149,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                             sum(r["flags"]["within_2x"]) / len(cases),
                             "share",
                             sum(off["flags"]["within_2x"]) / len(cases),
-                            "none (the default gap), same cases",
+                            "none (no hint: the rule's gap), same cases",
                         )
                     )
             print("\n".join(lines[-len(per) :]), flush=True)

@@ -14,7 +14,8 @@ file adds what inference needs to use it the way it was trained:
       "training": {...},                                     # the trainer's full config
       "calibration": {"span_end_bias": .., ...},            # optional: span_end.SpanEnd's
                                                              # bias and how it was fitted
-      "layout": {"gap": {"default": .., "hint_share": .., "hint_noise": ..}}
+      "layout": {"gap": {"default": .., "hint_share": .., "hint_noise": ..,
+                         "sentence": ..}}  # sentence: optional, chosen after training
     }                           # optional: layout.GapRule; absent = gap 0, the first layout
 """
 

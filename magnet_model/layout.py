@@ -43,16 +43,29 @@ class GapRule:
     hint_share: in training, the share of spans whose gap is their true length (with up to
     hint_noise of relative noise) instead of the default; a model trained with it reads the
     gap as a length hint ("about N tokens"), and a fixed length at inference is such a hint.
+    sentence: at inference only, the gap of a blank of unknown length that stands between
+    sentences (units.between_sentences), for a model that reads hints: the hint under which
+    removed sentences read likeliest, chosen per adapter on its training split's passages
+    (docs/method.md); None: the default there too. Training never uses it.
     """
 
     default: int = 0
     hint_share: float = 0.0
     hint_noise: float = 0.0
+    sentence: int | None = None
 
     def __post_init__(self) -> None:
         if self.default < 0 or not 0 <= self.hint_share <= 1 or not 0 <= self.hint_noise < 1:
             raise ValueError(
                 "a gap rule needs default >= 0, hint_share in [0, 1] and hint_noise in [0, 1)"
+            )
+        if self.sentence is not None and (
+            isinstance(self.sentence, bool)
+            or not isinstance(self.sentence, int)
+            or self.sentence < 1
+        ):
+            raise ValueError(
+                f"a gap rule's sentence gap must be a whole number >= 1, not {self.sentence!r}"
             )
 
     @property
@@ -60,11 +73,14 @@ class GapRule:
         """Whether the model was trained to read the gap as the span's length."""
         return self.hint_share > 0
 
-    def inference_gap(self, length: int | None = None) -> int:
+    def inference_gap(self, length: int | None = None, between_sentences: bool = False) -> int:
         """The gap for a span at inference: its length if the user gave one and the model
-        reads hints, else the default."""
+        reads hints; else, for a blank between sentences, the sentence gap if the rule has
+        one and the model reads hints; else the default."""
         if length is not None and self.hints:
             return max(1, int(length))
+        if between_sentences and self.sentence is not None and self.hints:
+            return self.sentence
         return self.default
 
     def training_gap(self, length: int, rng: random.Random) -> int:
@@ -77,7 +93,10 @@ class GapRule:
         return max(1, round(length * (1 + noise)))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["sentence"] is None:  # a rule without one is written as before it existed
+            del d["sentence"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict | None) -> GapRule:
@@ -87,6 +106,7 @@ class GapRule:
             default=int(d.get("default", 0)),
             hint_share=float(d.get("hint_share", 0.0)),
             hint_noise=float(d.get("hint_noise", 0.0)),
+            sentence=d.get("sentence"),
         )
 
 

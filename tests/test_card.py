@@ -195,3 +195,22 @@ def test_card_names_the_role_tokens_and_a_calibration(trained, tmp_path):
     card = render_card(copy, "cmd", "here", tok)
     assert "a calibration, not training: +1.500 added to the <span_end> logit" in card
     assert "shared by 2 tokens" in card and "3.0 -> 2.0 nats" in card
+
+
+def test_card_states_a_sentence_gap_chosen_after_training(trained, tmp_path):
+    import shutil
+
+    from magnet_model.adapter_meta import save_meta
+    from magnet_model.layout import GapRule
+
+    tok = make_tiny_tokenizer()
+    copy = tmp_path / "sentence-gap"
+    shutil.copytree(trained, copy)
+    meta = load_meta(copy)
+    meta.gap = GapRule(default=32, hint_share=0.5, hint_noise=0.2)
+    save_meta(copy, meta)
+    assert "between sentences" not in render_card(copy, "cmd", "here", tok)
+    meta.gap = dataclasses.replace(meta.gap, sentence=56)
+    save_meta(copy, meta)
+    card = render_card(copy, "cmd", "here", tok)
+    assert "a blank of unknown length between sentences gets 56 positions" in card

@@ -118,8 +118,22 @@ def test_the_gap_rule_is_recorded_and_an_old_config_reads_as_gap_zero():
     assert "layout" not in old and AdapterMeta.from_dict(old).gap == GapRule()
     assert GapRule().inference_gap(12) == 0  # no hints trained: a length changes nothing
     assert rule.inference_gap(None) == 32 and rule.inference_gap(12) == 12
+    assert "sentence" not in rule.to_dict()  # written as before the sentence gap existed
     with pytest.raises(ValueError):
         GapRule(default=-1)
+
+
+def test_a_blank_between_sentences_gets_the_rules_sentence_gap_and_nothing_else_does():
+    rule = GapRule(default=32, hint_share=0.5, hint_noise=0.2, sentence=56)
+    assert AdapterMeta.from_dict(AdapterMeta(token_roles=ROLES, gap=rule).to_dict()).gap == rule
+    assert rule.inference_gap(None, between_sentences=True) == 56
+    assert rule.inference_gap(None) == 32  # inside a sentence: the default
+    assert rule.inference_gap(12, between_sentences=True) == 12  # a length given wins
+    # a model that never learnt to read gaps as lengths keeps its one gap
+    assert GapRule(default=32, sentence=56).inference_gap(None, between_sentences=True) == 32
+    for bad in (0, -3, 2.5, True, "56"):
+        with pytest.raises(ValueError, match="sentence gap"):
+            GapRule(default=32, hint_share=0.5, sentence=bad)
 
 
 def test_training_gaps_are_the_default_or_a_noisy_true_length_in_the_stated_share():
@@ -238,3 +252,46 @@ def test_a_length_hint_sets_a_blanks_gap_but_leaves_the_span_free_to_end(monkeyp
     monkeypatch.setitem(engine.runner.metas, "magnet", replace(meta, gap=GapRule(16)))
     plain = infill_job(engine.runner, text, "[blank]", "magnet", None, None, length_hints=5)
     assert plain.position_gaps == [16, 16]
+
+
+def test_decoding_and_scoring_lay_out_a_blank_between_sentences_with_the_sentence_gap(
+    monkeypatch,
+):
+    from dataclasses import replace
+
+    from tiny_models import tiny_engine
+
+    from magnet_model.evaluation.scoring import SpanCase, hybrid_span_nll
+    from magnet_model.inference.infill import infill_job
+
+    engine = tiny_engine()
+    meta = engine.runner.metas["magnet"]
+    rule = GapRule(16, hint_share=0.5, sentence=40)
+    monkeypatch.setitem(engine.runner.metas, "magnet", replace(meta, gap=rule))
+    # the first blank stands between sentences, the second inside one
+    text = "The river ran. [blank] The old town and the river [blank] the sea."
+    job = infill_job(engine.runner, text, "[blank]", "magnet", None, None)
+    assert job.position_gaps == [40, 16]
+    fast = engine.infill(text, adapter="magnet", max_span_tokens=4)
+    slow = engine.infill_reference(text, adapter="magnet", max_span_tokens=4)
+    assert [s.token_ids for s in fast.spans] == [s.token_ids for s in slow.spans]
+    # the evaluator scores a removed sentence in the layout decoding fills it in
+    enc = engine.runner.encode
+    case = SpanCase(
+        enc("The river ran."),
+        enc(" It was cold."),
+        enc(" The town slept."),
+        "The river ran.",
+        " It was cold.",
+        " The town slept.",
+    )
+    scored = hybrid_span_nll(engine, [case], "magnet")[0].span
+    assert scored == pytest.approx(hybrid_span_nll(engine, [case], "magnet", gap=40)[0].span)
+    assert scored != pytest.approx(hybrid_span_nll(engine, [case], "magnet", gap=16)[0].span)
+    monkeypatch.setitem(
+        engine.runner.metas, "magnet", replace(meta, gap=replace(rule, sentence=None))
+    )
+    assert infill_job(engine.runner, text, "[blank]", "magnet", None, None).position_gaps == [
+        16,
+        16,
+    ]

@@ -34,6 +34,7 @@ from .. import prompts
 from ..layout import IGNORE, build_hybrid
 from ..masks import additive, allowed_mask, position_ids_for
 from ..tokens import word_edges, word_start_table
+from ..units import between_sentences
 
 LOGIT_CHUNK = 1024  # positions per LM-head call (49k-vocabulary logits are large)
 
@@ -234,21 +235,28 @@ def row_scores(
 
 
 def hybrid_span_nll(
-    engine, cases: Sequence[SpanCase], adapter: str, batch_size: int = 8, hint: bool = False
+    engine,
+    cases: Sequence[SpanCase],
+    adapter: str,
+    batch_size: int = 8,
+    hint: bool = False,
+    gap: int | None = None,
 ) -> list[SpanNLL]:
     """MAGNET: the true span after <span_start>, reading left AND right context (one forward);
     <span_end> read as decoding reads it (the adapter's SpanEnd: tie and calibration), and
     log p(<span_end>) kept at every span position (SpanNLL.end_logp). The right context sits
     where the adapter's layout.GapRule puts it for a blank of unknown length, or (hint=True)
-    for a blank whose length the user gave (the true one)."""
+    for a blank whose length the user gave (the true one), or `gap` positions after the blank
+    for every case (a hint of that many tokens, to measure one)."""
     runner = engine.runner
     roles, bos = runner.roles(adapter), runner.bos(adapter)
     rule = runner.gap_rule(adapter)
     rows = []
     for c in cases:
-        gap = rule.inference_gap(c.n_tokens if hint else None)
+        between = between_sentences(c.left_text, c.right_text)  # where decoding asks it too
+        at = gap if gap is not None else rule.inference_gap(c.n_tokens if hint else None, between)
         seq = build_hybrid(
-            [c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True, gaps=[gap]
+            [c.left_ids, c.right_ids], [c.span_ids], roles, bos, with_end=True, gaps=[at]
         )
         rows.append(Row(seq.input_ids, seq.labels, seq.segments, seq.position_ids))
     span_end = runner.span_end(adapter)

@@ -136,9 +136,12 @@ def infill_job(
     piece_ids = [runner.encode(p) for p in stripped]
     bos = runner.bos(adapter)
     rule = runner.gap_rule(adapter)
-    # a fixed length is a length hint; a hint without one leaves the span free to end
+    between = [between_sentences(pieces[k], pieces[k + 1]) for k in range(n)]
+    # a fixed length is a length hint; a hint without one leaves the span free to end; a blank
+    # between sentences may have a gap of its own (layout.GapRule.sentence)
     gaps = [
-        rule.inference_gap(f if f is not None else h) for f, h in zip(fixed, hints, strict=True)
+        rule.inference_gap(f if f is not None else h, between[k])
+        for k, (f, h) in enumerate(zip(fixed, hints, strict=True))
     ]
     seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, False, gaps)
     last = max(seq.span_position(k, lim) for k, lim in enumerate(limits))
@@ -150,17 +153,14 @@ def infill_job(
             f"{runner.max_input_tokens}. Shorten the text or the span length."
         )
     is_fixed = [f is not None for f in fixed]
-    close = [
-        close_sentences and not is_fixed[k] and between_sentences(pieces[k], pieces[k + 1])
-        for k in range(n)
-    ]
+    close = [close_sentences and not is_fixed[k] and between[k] for k in range(n)]
     # a free blank inside a sentence tries other first tokens; its stop rule picks among them
     branch_at = [
         branches > 1
         and stop == "join"
         and not is_fixed[k]
         and bool(piece_ids[k + 1])
-        and not between_sentences(pieces[k], pieces[k + 1])
+        and not between[k]
         for k in range(n)
     ]
     span_end = runner.span_end(adapter)

@@ -55,11 +55,17 @@ def _units(value: str) -> str:
 def _gap(rule: GapRule) -> str:
     if rule == GapRule():
         return "the text after a blank right after it (gap 0: the first adapters' layout)"
-    return (
+    text = (
         f"the text after a blank {rule.default} positions on when the span's length is "
         f"unknown; in training, {rule.hint_share:.0%} of spans had their true length "
         f"(+-{rule.hint_noise:.0%}) as the gap instead, a hint a fixed length gives at inference"
     )
+    if rule.sentence is not None and rule.hints:
+        text += (
+            f"; at inference, a blank of unknown length between sentences gets {rule.sentence} "
+            "positions (chosen after training on the training split's removed sentences)"
+        )
+    return text
 
 
 def read_log(adapter: Path) -> list[dict]:
