@@ -47,7 +47,12 @@ from unit_fills import (
 )
 
 from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.scoring import causal_span_nll, span_perplexity
+from magnet_model.evaluation.scoring import (
+    causal_span_nll,
+    hybrid_span_nll,
+    span_cases,
+    span_perplexity,
+)
 from magnet_model.evaluation.suites import fill_flags, unit_cases
 
 CAP = 64
@@ -76,8 +81,6 @@ def truth_ppl(engine, cases: list, name: str) -> float | None:
     """The hybrid span PPL of the true spans with the right context where a setting puts it
     (none: the rule's gap for a blank of unknown length; truth: the true length; N: N
     positions); None for best:..."""
-    from magnet_model.evaluation.scoring import hybrid_span_nll
-
     if name.startswith("best:"):
         return None
     gap = None if name in ("none", "truth") else int(name)
@@ -123,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the evaluator's held-out passages, or the training split's (to choose a setting)",
     )
     args = p.parse_args(argv)
-
-    from magnet_model.evaluation.scoring import span_cases
 
     engine = magnet_engine(args.adapter, args.threads)
     if not engine.runner.gap_rule("magnet").hints:
