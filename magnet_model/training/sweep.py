@@ -1,5 +1,10 @@
-"""python -m magnet_model.training.sweep CONFIG.json --minutes N: train K configurations side by
-side on one device within a time budget, evaluate each adapter, and write one comparison table.
+"""python -m magnet_model.training.sweep CONFIG.json (--minutes N | --steps N): train K
+configurations side by side on one device within a time budget or for a fixed number of steps,
+evaluate each adapter, and write one comparison table.
+
+With --steps N every configuration trains N steps (split between the stages by `stage2_share`,
+capped by `max_steps`): no probe, no plan, no clock; what a test or a like-for-like comparison
+wants. With --minutes N:
 
 1. Probe: every configuration trains a few steps of each stage, all K at once (as they will
    run), to time a step and the start-up (loading the model and the corpus).
@@ -21,10 +26,10 @@ CONFIG.json (only "configs" is required):
       "train": ["--batch-size", "64", "--lr", "2e-4"],  # every configuration's trainer flags
       "evaluate": ["--tasks", "infill,knowledge", "--n-passages", "60"],  # evaluator flags
       "systems": ["base"],        # evaluated beside each adapter (base: for the PPL ratio)
-      "probe_steps": 3,           # steps per stage in the timing probe
+      "probe_steps": 3,           # steps per stage in the timing probe (--minutes only)
       "max_steps": null,          # cap on each configuration's planned steps (a quick check)
       "stage2_share": 0.5,        # share of the steps in stage 2 (0: stage 1 only)
-      "eval_share": 0.25          # share of the budget kept for evaluation
+      "eval_share": 0.25          # share of the budget kept for evaluation (--minutes only)
     }
 """
 
@@ -334,13 +339,9 @@ def render_markdown(rows: list[dict], header: str) -> str:
 # ---------------------------------------------------------------- the sweep
 
 
-def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> dict:
-    t_start = time.monotonic()
+def _plan_by_time(cfg: SweepConfig, minutes: float, where, output: Path, t_start: float):
+    """--minutes: probe, then the steps that fit the budget; (steps, probes, train seconds)."""
     budget = 60 * minutes
-    output.mkdir(parents=True, exist_ok=True)
-    k = len(cfg.configs)
-    where = assign_devices(cfg.configs, device)
-    print(f"sweep: {k} configs, {budget:.0f}s budget, device {device}", file=sys.stderr)
     probes = probe(cfg, where, output / "probe")
     spent = time.monotonic() - t_start
     train_s = budget * (1 - cfg.eval_share) - spent
@@ -353,22 +354,50 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
             f"After the timing probe ({spent:.0f}s) the budget leaves {train_s:.0f}s of training, "
             f"too little for a step of {', '.join(short)}; give more --minutes."
         )
-    plan = {n: _stage_steps(s, cfg.stage2_share) for n, s in steps.items()}
+    return steps, probes, train_s
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    minutes: float | None,
+    device: str,
+    output: Path,
+    steps: int | None = None,
+) -> dict:
+    """Give `minutes` (a time budget: probe and plan) or `steps` (each configuration trains
+    that many, capped by `max_steps`; no clock involved), not both."""
+    if (minutes is None) == (steps is None):
+        raise ConfigError("Give the sweep --minutes or --steps, one of them.")
+    t_start = time.monotonic()
+    output.mkdir(parents=True, exist_ok=True)
+    k = len(cfg.configs)
+    where = assign_devices(cfg.configs, device)
+    if steps is None:
+        print(f"sweep: {k} configs, {60 * minutes:.0f}s budget, device {device}", file=sys.stderr)
+        planned, probes, train_s = _plan_by_time(cfg, minutes, where, output, t_start)
+    else:
+        print(f"sweep: {k} configs, {steps} steps each, device {device}", file=sys.stderr)
+        cap = steps if cfg.max_steps is None else min(steps, cfg.max_steps)
+        planned, probes, train_s = dict.fromkeys(cfg.configs, cap), {}, None
+    plan = {n: _stage_steps(s, cfg.stage2_share) for n, s in planned.items()}
     for n, (a, b) in plan.items():
-        pr = probes[n]
-        print(
-            f"plan {n}: {a} + {b} steps ({pr.step_s:.3f} s/step with {k} at once, "
-            f"start-up {pr.startup_s:.0f}s) in {train_s:.0f}s",
-            file=sys.stderr,
-        )
+        why = ""
+        if n in probes:
+            pr = probes[n]
+            why = f" ({pr.step_s:.3f} s/step with {k} at once, start-up {pr.startup_s:.0f}s)"
+            why += f" in {train_s:.0f}s"
+        print(f"plan {n}: {a} + {b} steps{why}", file=sys.stderr)
 
     procs = {}
-    minutes_cap = max(0.01, (train_s - max(p.startup_s for p in probes.values())) / 60)
+    bound = []  # --minutes: each run stops at the budget too
+    if train_s is not None:
+        minutes_cap = max(0.01, (train_s - max(p.startup_s for p in probes.values())) / 60)
+        bound = ["--max-minutes", f"{minutes_cap:.3f}"]
     for name, flags in cfg.configs.items():
         a, b = plan[name]
         args = [*cfg.model, *cfg.train, *flags, "--output", str(output / name)]
         args += ["--device", where[name], "--stage1-steps", str(a), "--stage2-steps", str(b)]
-        args += ["--max-minutes", f"{minutes_cap:.3f}", "--no-progress", "--overwrite"]
+        args += [*bound, "--no-progress", "--overwrite"]
         procs[name] = _start(
             "magnet_model.training.train", args, output / "logs" / f"{name}.train.log", k
         )
@@ -424,14 +453,16 @@ def run_sweep(cfg: SweepConfig, minutes: float, device: str, output: Path) -> di
         )
     result = {
         "minutes": minutes,
+        "steps": steps,
         "device": device,
         "seconds": round(time.monotonic() - t_start, 1),
         "config": asdict(cfg),
         "probe": {n: asdict(p) for n, p in probes.items()},
         "rows": rows,
     }
+    limit = f"budget {minutes:g} min" if steps is None else f"{steps} steps each"
     header = (
-        f"Sweep of {k} configurations on {device}, budget {minutes:g} min, "
+        f"Sweep of {k} configurations on {device}, {limit}, "
         f"{result['seconds']:.0f}s in all. Shared trainer flags: "
         f"`{shlex.join([*cfg.model, *cfg.train]) or '(none)'}`; evaluator flags: "
         f"`{shlex.join(cfg.evaluate) or '(defaults)'}`."
@@ -450,11 +481,24 @@ def report_columns(report: dict | None) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m magnet_model.training.sweep",
-        description="Train the configurations of CONFIG.json side by side within a time budget, "
-        "evaluate each adapter, write one comparison table (sweep.md, sweep.json).",
+        description="Train the configurations of CONFIG.json side by side within a time budget "
+        "(--minutes) or for a fixed number of steps (--steps), evaluate each adapter, write one "
+        "comparison table (sweep.md, sweep.json).",
     )
     p.add_argument("config", help="JSON file: configs, shared trainer / evaluator flags")
-    p.add_argument("--minutes", type=float, required=True, help="time budget, all steps included")
+    limit = p.add_mutually_exclusive_group(required=True)
+    limit.add_argument(
+        "--minutes",
+        type=float,
+        help="time budget, all steps included: a timing probe plans each configuration's steps",
+    )
+    limit.add_argument(
+        "--steps",
+        type=int,
+        help="train every configuration this many steps (split between the stages by "
+        "stage2_share, capped by max_steps), with no probe and no clock: the same run on a "
+        "fast or a busy machine",
+    )
     p.add_argument(
         "--device",
         default="cpu",
@@ -468,15 +512,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if not args.minutes > 0:
+        if args.minutes is not None and not args.minutes > 0:
             raise ConfigError(f"--minutes must be above 0, not {args.minutes}.")
+        if args.steps is not None and args.steps < 1:
+            raise ConfigError(f"--steps must be a whole number >= 1, not {args.steps}.")
         dev = args.device
         assign_devices([], dev)  # refuses a wrong name before anything starts
         output = Path(args.output).expanduser()
         if output.exists() and not output.is_dir():
             raise ConfigError(f"--output {output} is a file; give a directory.")
         cfg = load_config(Path(args.config))
-        result = run_sweep(cfg, args.minutes, dev, output)
+        result = run_sweep(cfg, args.minutes, dev, output, steps=args.steps)
     except MagnetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
