@@ -116,18 +116,11 @@ def masked_view_terms(
     return terms
 
 
-def masked_view_losses(
-    model,
-    batch: MaskedBatch,
-    mode: str = "hybrid",
-    mask_dtype: torch.dtype | None = None,
-    end_token: int | None = None,
-    end_weight: float = 1.0,
-) -> dict[str, torch.Tensor]:
-    """MNTP and MSG means from ONE forward of x_m (masked_view_terms, each sum / count); a
-    loss is absent when its labels are empty. With end_token, MSG weighs <span_end>
-    end_weight times and "msg_end" (its own mean NLL, detached) is added."""
-    terms = masked_view_terms(model, batch, mode, mask_dtype, end_token, end_weight)
+def masked_view_losses(model, batch: MaskedBatch, *args, **kwargs) -> dict[str, torch.Tensor]:
+    """MNTP and MSG means from ONE forward of x_m: masked_view_terms (same arguments), each
+    sum / count. A loss is absent when its labels are empty; with end_token, "msg_end" (its
+    own mean NLL, detached) is there too."""
+    terms = masked_view_terms(model, batch, *args, **kwargs)
     return {k: total / count for k, (total, count) in terms.items()}
 
 
