@@ -380,24 +380,18 @@ _INDEXES_LOCK = threading.Lock()
 
 
 def corpus_index(
-    encoder: Encoder,
-    corpus: Corpus,
-    cache_dir: str | os.PathLike,
-    progress: Callable[[int, int], None] | None = None,
-    batch_size: int = 16,
-    max_cache_bytes: int | None = None,
+    encoder: Encoder, corpus: Corpus, cache_dir: str | os.PathLike, *args, **kwargs
 ) -> VectorIndex:
-    """corpus_vectors as a VectorIndex, kept in memory for the next query (the last
-    INDEXES_KEPT corpora), so a large corpus's IVF index is built once per process."""
+    """corpus_vectors (same arguments: progress, batch_size, max_cache_bytes) as a VectorIndex,
+    kept in memory for the next query (the last INDEXES_KEPT corpora), so a large corpus's IVF
+    index is built once per process."""
     path = cache_path(cache_dir, encoder, corpus)
     key = (str(path), len(corpus))
     with _INDEXES_LOCK:
         if key in _INDEXES and path.is_file():
             _INDEXES.move_to_end(key)
             return _INDEXES[key]
-    index = VectorIndex(
-        corpus_vectors(encoder, corpus, cache_dir, progress, batch_size, max_cache_bytes)
-    )
+    index = VectorIndex(corpus_vectors(encoder, corpus, cache_dir, *args, **kwargs))
     with _INDEXES_LOCK:
         _INDEXES[key] = index
         while len(_INDEXES) > INDEXES_KEPT:
