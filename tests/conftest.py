@@ -10,7 +10,7 @@ import os
 
 import pytest
 import torch
-from tiny_models import make_tiny_llama, make_tiny_tokenizer
+from tiny_models import make_tiny_llama, make_tiny_tokenizer, tiny_engine
 
 # `make test` runs the suite in pytest-xdist workers (one per core): each worker's torch gets
 # its share of the cores, so that two workers' threads do not spin-wait for each other
@@ -39,6 +39,20 @@ def tiny_dir(tmp_path, tiny_llama, tiny_tokenizer):
     tiny_llama.save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """An Engine over the tiny Llama with its 'magnet' and 'llm2vec' adapters, one per module."""
+    return tiny_engine()
+
+
+@pytest.fixture
+def app(engine, tmp_path):
+    """A MagnetApp over `engine` with a store and cache of its own (app_fixtures.make_app)."""
+    from app_fixtures import make_app  # here, not at the top: gradio loads for app tests only
+
+    return make_app(tmp_path, engine)
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,7 @@ import json
 import gradio as gr
 import numpy as np
 import pytest
-from app_fixtures import Clock, admin_request, fake_request, make_app
-from tiny_models import tiny_engine
+from app_fixtures import Clock, admin_request, admit_refusal, fake_request, make_app
 
 from annotation_db import ItemIn, OutputIn
 from app.blinding import DemoPolicy, StudyPassages, skeleton
@@ -24,11 +23,6 @@ ITEM = (
     "the historical northern borders of ancient Chinese states."
 )
 OTHER = "The museum is closed on Mondays, so we [blank] on Tuesday morning instead."
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
 
 
 @pytest.fixture
@@ -52,16 +46,13 @@ def _study(app, name="wall", invite=True):
     app.study_passages.invalidate()
 
 
-def _refusal(validation: list[dict]) -> str | None:
-    return next((v["message"] for v in validation if not v["is_valid"]), None)
-
-
 def _calls(app):
     """Each model tab's validator on an unrelated text: its refusal or None."""
+    req = fake_request()
     return {
-        "infill": _refusal(app.infill_admit(OTHER, max_span=2, request=fake_request())),
-        "continue": _refusal(app.continue_admit("The museum is closed", 4, request=fake_request())),
-        "search": _refusal(app.search_admit("museum opening hours", request=fake_request())),
+        "infill": admit_refusal(app.infill_admit(OTHER, max_span=2, request=req)),
+        "continue": admit_refusal(app.continue_admit("The museum is closed", 4, request=req)),
+        "search": admit_refusal(app.search_admit("museum opening hours", request=req)),
     }
 
 
@@ -95,7 +86,7 @@ def test_the_admin_can_keep_the_demo_on_beside_a_study_knowing_the_cost(app, tmp
     assert json.loads((tmp_path / "policy.json").read_text()) == ["wall"]
     assert DemoPolicy(tmp_path / "policy.json").allowed() == {"wall"}  # after a restart
     # the second line still holds: the study's own passage is refused
-    why = _refusal(app.infill_admit(ITEM, max_span=2, request=fake_request()))
+    why = admit_refusal(app.infill_admit(ITEM, max_span=2, request=fake_request()))
     assert why and "too close to a passage of a rating study" in why
     assert app.admin_demo_choice(admin_request(app), "wall") == (True, app.demo_rule())
     app.admin_keep_demo(admin_request(app), "wall", False)
@@ -142,12 +133,12 @@ def test_texts_close_to_a_study_passage_are_refused_however_they_are_spelt(app, 
     app.demo_policy.allow("wall", True)  # the demo runs beside it: the second line decides
     text = EVASIONS[how]
     if "[blank]" in text:
-        why = _refusal(app.infill_admit(text, max_span=2, request=fake_request()))
+        why = admit_refusal(app.infill_admit(text, max_span=2, request=fake_request()))
         assert why and "too close to a passage" in why, how
         assert "8" not in why and "words" not in why
     if how != "dropped words":  # a prompt has no blank to be recognised by
         prompt = text.split("[blank]")[0]
-        why = _refusal(app.continue_admit(prompt, 4, request=fake_request()))
+        why = admit_refusal(app.continue_admit(prompt, 4, request=fake_request()))
         assert why and "too close to a passage" in why, how
 
 
@@ -159,7 +150,8 @@ def test_unrelated_texts_with_common_words_are_served(app):
         "The Great Wall of China is long, and [blank] visit it every year.",
         "Walls were built [blank] across many borders.",
     ):
-        assert _refusal(app.infill_admit(text, max_span=2, request=fake_request())) is None, text
+        why = admit_refusal(app.infill_admit(text, max_span=2, request=fake_request()))
+        assert why is None, text
 
 
 def test_skeleton_maps_look_alikes_and_drops_format_characters():

@@ -9,51 +9,32 @@ import json
 import re
 import stat
 import threading
-from pathlib import Path
+from functools import partial
 
+import app_fixtures
 import gradio as gr
 import pytest
-from app_fixtures import Clock, admin_request, fake_request, free_port, make_app
+from app_fixtures import (
+    TEXT,
+    Clock,
+    admin_request,
+    downloaded,
+    fake_request,
+    form_answers,
+    free_port,
+    in_process,
+    serving,
+    visitor,
+)
 from sqlalchemy import event
-from starlette.testclient import TestClient
-from tiny_models import tiny_engine
 
-from annotation_db import ItemIn, OutputIn
 from annotation_db.schema import Rating, Study
-from app.main import build_demo, server_app_kwargs
-from app.rater import MAX_LIKERT, MAX_OUTPUTS
+from app.main import build_demo
 from app.security import LoginThrottle, PrivateDownloads, RateLimiter
 from app.services import VOTES_PER_WINDOW
 
-TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
-@pytest.fixture
-def app(engine, tmp_path):
-    return make_app(tmp_path, engine)
-
-
-def small_study(app, n=3, questions=("appropriate", "comment")):
-    items = [ItemIn(f"i{k}", f"the cat [blank] on the mat {k} .", ["sat"]) for k in range(n)]
-    outputs = [
-        OutputIn(it.key, system, it.text.replace("[blank]", fill), [fill])
-        for it in items
-        for system, fill in [("magnet", "sat"), ("zero-shot", "ran")]
-    ]
-    app.store.create_study("pilot", items, outputs, questions=list(questions), raters_per_item=1)
-    return app.store.invite("pilot", "Ada").token
-
-
-def answers(appropriate=("Yes", "No")) -> list:
-    vals = []
-    for i in range(MAX_OUTPUTS):
-        vals += [appropriate[i] if i < len(appropriate) else None] + [None] * MAX_LIKERT
-    return vals
+# three items, each with a comment box
+small_study = partial(app_fixtures.small_study, n=3, questions=("appropriate", "comment"))
 
 
 def ratings_by_assignment(app) -> dict[int, int]:
@@ -90,15 +71,15 @@ def aid_of(shown: str) -> int:
 def test_a_resent_submission_lands_once_on_the_displayed_item(app):
     token = small_study(app)
     shown = app.rate_open(token).shown_item
-    first = app.rate_submit(token, shown, *answers(), None, "ok")
-    again = app.rate_submit(token, shown, *answers(), None, "ok")  # double click / retry
+    first = app.rate_submit(token, shown, *form_answers(), None, "ok")
+    again = app.rate_submit(token, shown, *form_answers(), None, "ok")  # double click / retry
     assert again.shown_item == first.shown_item != shown  # the same next item, not a second write
     assert ratings_by_assignment(app) == {aid_of(shown): 2}  # two outputs, one item
     # a lost response: the page never saw `first`, so it sends the old item once more
-    lost = app.rate_submit(token, shown, *answers(), None, "ok")
+    lost = app.rate_submit(token, shown, *form_answers(), None, "ok")
     assert lost == first and ratings_by_assignment(app) == {aid_of(shown): 2}
     with pytest.raises(gr.Error, match="already answered differently"):
-        app.rate_submit(token, shown, *answers(("No", "No")), None, "ok")
+        app.rate_submit(token, shown, *form_answers(("No", "No")), None, "ok")
     assert app.store.progress("pilot").raters[0].done == 1
 
 
@@ -111,7 +92,7 @@ def test_four_concurrent_sends_of_one_submission_store_one_rating(app):
     def send():
         barrier.wait()
         try:
-            results.append(app.rate_submit(token, shown, *answers(), None, ""))
+            results.append(app.rate_submit(token, shown, *form_answers(), None, ""))
         except Exception as e:  # noqa: BLE001 - collected and asserted below
             errors.append(e)
 
@@ -131,7 +112,7 @@ def test_a_shown_item_id_works_only_with_its_token(app):
     shown = app.rate_open(token).shown_item
     for bad in (shown, f"{aid_of(shown)}.forged", str(aid_of(shown)), "", None):
         with pytest.raises(gr.Error, match="reload your invite link|Open your invite"):
-            app.rate_submit(other, bad, *answers(), None, "")
+            app.rate_submit(other, bad, *form_answers(), None, "")
     assert ratings_by_assignment(app) == {}
 
 
@@ -140,12 +121,8 @@ def served(app):
     """The real Gradio server on a free port, and a client of its API."""
     from gradio_client import Client
 
-    demo = build_demo(app)
-    demo.launch(prevent_thread_lock=True, quiet=True, app_kwargs=server_app_kwargs(app))
-    try:
-        yield Client(demo.local_url, verbose=False)
-    finally:
-        demo.close()
+    with serving(app) as url:
+        yield Client(url, verbose=False)
 
 
 def test_over_the_gradio_api_a_retried_submit_never_moves_to_the_next_item(app, served):
@@ -159,7 +136,7 @@ def test_over_the_gradio_api_a_retried_submit_never_moves_to_the_next_item(app, 
     opened = served.predict(token, api_name="/rate_open")
     displayed = opened[3] if sends_item else opened[2]  # the item text the rater reads
     displayed = displayed["value"] if isinstance(displayed, dict) else displayed  # an update
-    args = [token, *([opened[2]] if sends_item else []), *answers(), None, "ok"]
+    args = [token, *([opened[2]] if sends_item else []), *form_answers(), None, "ok"]
     first = served.predict(*args, api_name="/rate_submit")
     served.predict(*args, api_name="/rate_submit")  # sent twice
     jobs = [served.submit(*args, api_name="/rate_submit") for _ in range(4)]  # concurrently
@@ -207,9 +184,7 @@ def test_many_clients_together_are_slowed_down_too(app):
     app.login_throttle = LoginThrottle(clock=clock)
     msgs = []
     for n in range(30):
-        req = fake_request()
-        req.client = type("C", (), {"host": f"10.0.0.{n}"})()
-        msgs.append(app.admin_login("wrong", req).message)
+        msgs.append(app.admin_login("wrong", visitor(f"10.0.0.{n}")).message)
     assert msgs == ["Wrong password."] * 30
     assert app.login_throttle.delay_s() == 10 * app.login_throttle.global_step_s
 
@@ -248,12 +223,12 @@ def test_an_unwritable_database_at_submit_says_the_answer_was_not_saved(app):
         dbapi_conn.execute("PRAGMA query_only=ON")
 
     with pytest.raises(gr.Error, match="NOT saved") as e:
-        app.rate_submit(token, shown, *answers(), None, "")
+        app.rate_submit(token, shown, *form_answers(), None, "")
     assert "\n" not in e.value.message
     event.remove(engine, "connect", _read_only)
     engine.dispose()
     assert ratings_by_assignment(app) == {}
-    app.rate_submit(token, shown, *answers(), None, "")  # the same answer, sent again, lands
+    app.rate_submit(token, shown, *form_answers(), None, "")  # the same answer, sent again, lands
     assert ratings_by_assignment(app) == {aid_of(shown): 2}
 
 
@@ -270,22 +245,15 @@ def test_app_refuses_to_start_on_an_unwritable_database(tmp_path, capsys):
 # ---------------------------------------------------------------- 6: private downloads
 
 
-def downloaded(app, link: str) -> Path:
-    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
-    return app.downloads.take(ticket)
-
-
 @pytest.fixture
 def http(app):
-    """The FastAPI app under Gradio, with this project's middleware and routes, in-process."""
-    fastapi_app = gr.routes.App.create_app(build_demo(app), app_kwargs=server_app_kwargs(app))
-    with TestClient(fastapi_app) as client:
+    with in_process(app) as client:
         yield client
 
 
 def test_exports_are_single_use_private_links_never_gradio_files(app, http):
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
+    app.rate_submit(token, app.rate_open(token).shown_item, *form_answers(), None, "")
     link = app.admin_export(admin_request(app), "pilot", "csv")
     assert "gradio_api/file=" not in link
     url = re.search(r"\]\((admin-files/[\w-]+)\)", link).group(1)
@@ -405,7 +373,7 @@ def test_attention_checks_look_like_regular_items(app):
     for _ in range(5):
         shown = app.rate_open(token)
         assert sum(1 for slot in shown.slots[:3] if slot.visible["visible"]) == 3
-        app.rate_submit(token, shown.shown_item, *answers(("Yes", "Yes", "Yes")), None, "")
+        app.rate_submit(token, shown.shown_item, *form_answers(("Yes", "Yes", "Yes")), None, "")
     res = app.admin_results(admin_request(app), "s").results
     assert res["n_raters_checked"] == 1 and res["n_raters_failed_attention"] == 1
 
@@ -444,7 +412,7 @@ def test_lone_surrogates_are_one_sentence(app):
     token = small_study(app)
     shown = app.rate_open(token).shown_item
     with pytest.raises(gr.Error, match="comment contains a character that is not valid"):
-        app.rate_submit(token, shown, *answers(), None, "bad \udfff")
+        app.rate_submit(token, shown, *form_answers(), None, "bad \udfff")
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open("tok\ud800")
     assert ratings_by_assignment(app) == {}
@@ -466,7 +434,7 @@ def test_admin_closes_reopens_and_revokes(app):
     with pytest.raises(gr.Error, match="invite token is not valid"):
         app.rate_open(token)
     with pytest.raises(gr.Error, match="invite token is not valid"):
-        app.rate_submit(token, shown, *answers(), None, "")
+        app.rate_submit(token, shown, *form_answers(), None, "")
     assert app.rate_open(bob).shown_item  # the others go on
     assert [r[-1] for r in app.admin_progress(admin_request(app), "pilot").rows] == [
         "revoked",
@@ -482,7 +450,7 @@ def test_admin_closes_reopens_and_revokes(app):
 
 def test_a_new_link_replaces_the_old_one_and_keeps_the_raters_answers(app):
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")  # one answer done
+    app.rate_submit(token, app.rate_open(token).shown_item, *form_answers(), None, "")  # one done
     shown = app.rate_open(token).shown_item  # the item shown next
     rater_id = app.admin_progress(admin_request(app), "pilot").rows[0][0]
     msg = app.admin_new_link(admin_request(app), "pilot", rater_id)
@@ -525,7 +493,7 @@ def test_the_launched_server_has_the_guard_and_the_download_route(app, served):
     r = httpx.post(f"{base}/gradio_api/queue/join", content=b"{" + b" " * (2 * 2**20) + b"}")
     assert r.status_code == 413
     token = small_study(app)
-    app.rate_submit(token, app.rate_open(token).shown_item, *answers(), None, "")
+    app.rate_submit(token, app.rate_open(token).shown_item, *form_answers(), None, "")
     url = re.search(
         r"\]\((admin-files/[\w-]+)\)", app.admin_export(admin_request(app), "pilot", "jsonl")
     )

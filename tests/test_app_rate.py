@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from functools import partial
 
+import app_fixtures
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, fake_request, invite, make_app
+from app_fixtures import admin_request, downloaded, fake_request, form_answers, invite, make_app
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
@@ -19,43 +20,17 @@ from app import rater_page
 from app.rater import MAX_LIKERT, MAX_OUTPUTS
 from app.rating_form import missing_answers
 
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
-@pytest.fixture
-def app(engine, tmp_path):
-    return make_app(tmp_path, engine)
-
-
-def small_study(app, questions=("appropriate", "likert:fluency", "preference", "comment")):
-    items = [ItemIn(f"i{k}", f"the cat [blank] on the mat {k} .", ["sat"]) for k in range(2)]
-    outputs = [
-        OutputIn(it.key, system, it.text.replace("[blank]", fill), [fill])
-        for it in items
-        for system, fill in [("magnet", "sat"), ("zero-shot", "ran")]
-    ]
-    app.store.create_study("pilot", items, outputs, questions=list(questions), raters_per_item=1)
-    return app.store.invite("pilot", "Ada").token
+QUESTIONS = ("appropriate", "likert:fluency", "preference", "comment")
+small_study = partial(app_fixtures.small_study, questions=QUESTIONS)
 
 
 def fills_of(markup: str) -> list[str]:
     return re.findall(r'<mark class="fill"[^>]*>([^<]*)', markup)
 
 
-def downloaded(app, link: str) -> Path:
-    """The private file behind an admin download link (what its route would send)."""
-    ticket = re.search(r"\]\(admin-files/([\w-]+)\)", link).group(1)
-    return app.downloads.take(ticket)
-
-
 def answers(n_out: int, appropriate=("Yes", "No"), fluency=("4", "2")) -> list:
-    vals = []
-    for i in range(MAX_OUTPUTS):
-        vals += [appropriate[i], fluency[i], None] if i < n_out else [None] * (1 + MAX_LIKERT)
-    return vals
+    """The form's values with its first n_out outputs answered (appropriate, fluency)."""
+    return form_answers(appropriate[:n_out], fluency[:n_out])
 
 
 def test_invite_link_opens_blind_item_and_rating_lands_in_db(app):

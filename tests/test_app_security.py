@@ -20,14 +20,24 @@ from pathlib import Path
 import gradio as gr
 import httpx
 import pytest
-from app_fixtures import Clock, admin_request, fake_request, make_app
+from app_fixtures import (
+    TEXT,
+    Clock,
+    admin_request,
+    admit_refusal,
+    fake_request,
+    form_answers,
+    in_process,
+    make_app,
+    serving,
+    small_study,
+    visitor,
+)
 from starlette.testclient import TestClient
-from tiny_models import tiny_engine
 
-from annotation_db import ItemIn, OutputIn, list_drafts
+from annotation_db import list_drafts
 from app.demo import MAX_SEED, _seed
 from app.main import build_demo, server_app_kwargs
-from app.rater import MAX_LIKERT, MAX_OUTPUTS
 from app.security import (
     ADMIN_COOKIE,
     AdminSessions,
@@ -40,58 +50,16 @@ from app.security import (
 )
 from app.settings import SPACE_PROXIES, proxy_env
 
-TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
-@pytest.fixture
-def app(engine, tmp_path):
-    return make_app(tmp_path, engine)
-
-
-def answers(appropriate=("Yes", "No")) -> list:
-    vals = []
-    for i in range(MAX_OUTPUTS):
-        vals += [appropriate[i] if i < len(appropriate) else None] + [None] * MAX_LIKERT
-    return vals
-
-
-def small_study(app, system: str = "magnet") -> str:
-    items = [ItemIn(f"i{k}", f"the cat [blank] on the mat {k} .", ["sat"]) for k in range(2)]
-    outputs = [
-        OutputIn(it.key, s, it.text.replace("[blank]", fill), [fill])
-        for it in items
-        for s, fill in [(system, "sat"), ("zero-shot", "ran")]
-    ]
-    app.store.create_study("pilot", items, outputs, questions=["appropriate"], raters_per_item=1)
-    return app.store.invite("pilot", "Ada").token
-
 
 @pytest.fixture
 def served(app):
-    """The real Gradio server on a free port, as `python -m app` configures it."""
-    demo = build_demo(app)
-    demo.launch(
-        prevent_thread_lock=True,
-        quiet=True,
-        app_kwargs=server_app_kwargs(app),
-        enable_monitoring=False,
-    )
-    try:
-        yield demo.local_url.rstrip("/")
-    finally:
-        demo.close()
+    with serving(app) as url:
+        yield url
 
 
 @pytest.fixture
 def http(app):
-    """The FastAPI app under Gradio, with this project's middleware and routes, in-process."""
-    fastapi_app = gr.routes.App.create_app(build_demo(app), app_kwargs=server_app_kwargs(app))
-    with TestClient(fastapi_app) as client:
+    with in_process(app) as client:
         yield client
 
 
@@ -225,29 +193,19 @@ def test_demo_calls_are_limited_per_address_and_in_total(engine, tmp_path):
     clock = Clock()
     app.demo_per_client = RateLimiter(2, 60.0, clock=clock)
     app.demo_total = RateLimiter(3, 60.0, clock=clock)
-
-    def visitor(host: str):
-        req = fake_request()
-        req.client = type("C", (), {"host": host})()
-        return req
-
     a, b, c = visitor("10.0.0.1"), visitor("10.0.0.2"), visitor("10.0.0.3")
-
-    def refusal(validation: list[dict]) -> str | None:  # counted at join (Gradio's validator)
-        return next((v["message"] for v in validation if not v["is_valid"]), None)
-
-    assert refusal(app.infill_admit(TEXT, max_span=2, request=a)) is None
-    assert refusal(app.continue_admit("the cat", 2, request=a)) is None
-    why = refusal(app.infill_admit(TEXT, max_span=2, request=a))
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=a)) is None
+    assert admit_refusal(app.continue_admit("the cat", 2, request=a)) is None
+    why = admit_refusal(app.infill_admit(TEXT, max_span=2, request=a))
     assert re.search(r"from your address \(at most 2 a minute\); try again in", why)
-    assert refusal(app.search_admit("the cat", None, 1, request=b)) is None
-    why = refusal(app.infill_admit(TEXT, max_span=2, request=c))
+    assert admit_refusal(app.search_admit("the cat", None, 1, request=b)) is None
+    why = admit_refusal(app.infill_admit(TEXT, max_span=2, request=c))
     assert "on this server (at most 3 a minute)" in why
     token = small_study(app)  # ratings never count against the demo's quota
     shown = app.rate_open(token).shown_item
-    app.rate_submit(token, shown, *answers(), None, "")
+    app.rate_submit(token, shown, *form_answers(), None, "")
     clock.now += 61
-    assert refusal(app.infill_admit(TEXT, max_span=2, request=c)) is None  # the window slid
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=c)) is None  # the window slid
 
 
 def test_one_ipv6_network_counts_as_one_address_for_the_demo_quota(engine, tmp_path):
@@ -256,21 +214,13 @@ def test_one_ipv6_network_counts_as_one_address_for_the_demo_quota(engine, tmp_p
     app = make_app(tmp_path, engine, demo_calls_per_minute=2, demo_calls_per_minute_total=50)
     clock = Clock()
     app.demo_per_client = RateLimiter(2, 60.0, clock=clock)
-
-    def visitor(host: str):
-        req = fake_request()
-        req.client = type("C", (), {"host": host})()
-        return req
-
-    def refusal(validation: list[dict]) -> str | None:
-        return next((v["message"] for v in validation if not v["is_valid"]), None)
-
     one_host = [visitor(f"2001:db8:1:2::{i:x}") for i in range(1, 4)]
-    assert refusal(app.infill_admit(TEXT, max_span=2, request=one_host[0])) is None
-    assert refusal(app.infill_admit(TEXT, max_span=2, request=one_host[1])) is None
-    why = refusal(app.infill_admit(TEXT, max_span=2, request=one_host[2]))
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=one_host[0])) is None
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=one_host[1])) is None
+    why = admit_refusal(app.infill_admit(TEXT, max_span=2, request=one_host[2]))
     assert why and "from your address" in why
-    assert refusal(app.infill_admit(TEXT, max_span=2, request=visitor("2001:db8:1:3::1"))) is None
+    another_network = visitor("2001:db8:1:3::1")
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=another_network)) is None
 
 
 def _uploads_app(app):
@@ -329,31 +279,25 @@ def test_one_patient_attacker_never_locks_the_admin_out(app):
     once, so a handful of them never arm the global lock; the admin gets in every time."""
     clock = Clock()
     app.login_throttle = LoginThrottle(clock=clock)
-
-    def from_(host: str):
-        req = fake_request()
-        req.client = type("C", (), {"host": host})()
-        return req
-
     compared, refused = 0, 0
     attacker = {f"6.6.6.{k}": clock.now for k in range(3)}  # one attacker, a few addresses
     end = clock.now + 3 * 3600
     while clock.now < end:
         for host, allowed in attacker.items():
             if clock.now >= allowed:
-                msg = app.admin_login("guess", from_(host)).message
+                msg = app.admin_login("guess", visitor(host)).message
                 compared += msg == "Wrong password."
                 wait = re.search(r"in (\d+) s", msg)
                 attacker[host] = clock.now + (float(wait.group(1)) if wait else 0.1)
         if int(clock.now) % 15 == 0:  # the admin, from elsewhere, every 15 s
-            login = app.admin_login("s3cret", from_("192.0.2.10"))
+            login = app.admin_login("s3cret", visitor("192.0.2.10"))
             refused += not login.authorized
         clock.now += 1
     assert compared > 40 and refused == 0
     for n in range(25):  # many different addresses slow everyone down, but lock no one out
-        app.admin_login("wrong", from_(f"10.1.0.{n}"))
+        app.admin_login("wrong", visitor(f"10.1.0.{n}"))
     assert app.login_throttle.delay_s() > 0
-    assert app.admin_login("s3cret", from_("192.0.2.10")).authorized
+    assert app.admin_login("s3cret", visitor("192.0.2.10")).authorized
 
 
 def _through_guard(scope_extra: dict, trusted: str = "") -> dict:
@@ -424,8 +368,7 @@ def test_pages_may_not_be_framed_or_sniffed(http, engine, tmp_path):
         assert h["content-security-policy"] == "frame-ancestors 'none'"
         assert h["x-content-type-options"] == "nosniff"
     space = make_app(tmp_path / "s", engine, frame_ancestors="https://huggingface.co")
-    fastapi_app = gr.routes.App.create_app(build_demo(space), app_kwargs=server_app_kwargs(space))
-    with TestClient(fastapi_app) as client:
+    with in_process(space) as client:
         h = client.get("/config").headers
         assert h["content-security-policy"] == "frame-ancestors https://huggingface.co"
         assert "x-frame-options" not in h  # it cannot name a site; the CSP does
@@ -488,9 +431,9 @@ def test_names_and_item_sizes_are_checked_before_any_generation(app, tmp_path, m
 
 
 def test_a_dollar_sign_in_a_system_name_keeps_results_and_their_plot(app):
-    token = small_study(app, system="$\\undefinedmacro{x}$")
+    token = small_study(app, systems=("$\\undefinedmacro{x}$", "zero-shot"))
     shown = app.rate_open(token).shown_item
-    app.rate_submit(token, shown, *answers(), None, "")
+    app.rate_submit(token, shown, *form_answers(), None, "")
     res = app.admin_results(admin_request(app), "pilot")
     buf = io.BytesIO()
     res.plot.savefig(buf, format="png")  # what gr.Plot does with it
