@@ -23,18 +23,8 @@ TEXT = "the cat [blank] on the mat . the dog [blank] in the river ."
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
-@pytest.fixture(scope="module")
 def plain():
     return tiny_engine(adapters=False)
-
-
-@pytest.fixture
-def app(engine, tmp_path):
-    return make_app(tmp_path, engine)
 
 
 def plain_text(markup: str) -> str:
@@ -377,6 +367,17 @@ def test_search_shows_one_progress_bar_in_a_two_by_two_grid(engine, tmp_path):
     assert all(t.headers == ["#", "cosine", "passage"] for t in tables)
     rows = {id(t.parent.parent) for t in tables}  # column -> row: two rows of two
     assert len(rows) == 2
+
+
+def test_temperature_and_top_p_are_greyed_out_while_they_do_nothing(app):
+    """Tour 4, p9: Temperature and Top-p looked active and movable under greedy."""
+    demo = build_demo(app)
+    sliders = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Temperature"]
+    assert sliders and all(s.interactive is False for s in sliders)  # greedy is the default
+    (toggle,) = {d.fn for d in demo.fns.values() if d.name == "sampling_controls"}
+    assert [u["interactive"] for u in toggle("sampled")] == [True, True]
+    assert [u["interactive"] for u in toggle("greedy", True)] == [True, True]  # blind samples
+    assert [u["interactive"] for u in toggle("greedy", False)] == [False, False]
 
 
 def test_library_errors_become_one_sentence_for_the_visitor():

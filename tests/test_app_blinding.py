@@ -11,7 +11,7 @@ import json
 import gradio as gr
 import numpy as np
 import pytest
-from app_fixtures import Clock, admin_request, admit_refusal, fake_request, make_app
+from app_fixtures import Clock, admin_request, admit_refusal, fake_request, make_app, visitor
 
 from annotation_db import ItemIn, OutputIn
 from app.blinding import DemoPolicy, StudyPassages, skeleton
@@ -23,6 +23,10 @@ ITEM = (
     "the historical northern borders of ancient Chinese states."
 )
 OTHER = "The museum is closed on Mondays, so we [blank] on Tuesday morning instead."
+PHOTOSYNTHESIS = (
+    "Photosynthesis is the process by which green plants and some other organisms use "
+    "sunlight to [blank] foods from carbon dioxide and water."
+)
 
 
 @pytest.fixture
@@ -33,8 +37,9 @@ def app(engine, tmp_path):
     return a
 
 
-def _study(app, name="wall", invite=True):
+def _study(app, name="wall", invite=True, more=()):
     items = [ItemIn("i0", ITEM, ["centuries ago"]), ItemIn("i1", "A short [blank] item.", ["x"])]
+    items += [ItemIn(f"i{k}", text, ["x"]) for k, text in enumerate(more, start=2)]
     outputs = [
         OutputIn(it.key, s, it.text.replace("[blank]", fill), [fill])
         for it in items
@@ -101,6 +106,34 @@ def test_a_damaged_policy_file_pauses_the_demo_for_every_study(tmp_path):
     path = tmp_path / "policy.json"
     path.write_text("{not json")
     assert DemoPolicy(path).allowed() == frozenset()
+
+
+def test_the_demo_refuses_passages_of_an_open_study_and_says_why(app):
+    """Review 4, N15: 18 demo runs of study items reproduced 3 of 18 study outputs exactly,
+    under their system names. Nobody is invited yet, so the demo runs: the texts decide."""
+    clock = app.study_passages.clock
+    _study(app, invite=False, more=[PHOTOSYNTHESIS])
+    near = (  # another blank, other words around, and one run of 8 words kept
+        "In my notes: a series of fortifications that were built across the [blank] borders."
+    )
+    refused = [
+        ITEM,
+        PHOTOSYNTHESIS.upper().replace("[BLANK]", "  [blank]"),  # case and spacing do not matter
+        near,
+        "A SHORT [blank] item!",  # a short passage, copied whole
+    ]
+    for text in refused:
+        why = admit_refusal(app.infill_admit(text, max_span=2, request=visitor("10.0.0.1")))
+        assert why and "rating study that is running now" in why, text
+        with pytest.raises(gr.Error, match="does not fill, continue or show"):  # the handler too
+            app.infill(text, max_span=2)
+    fine = "The Great Wall of China is long, and [blank] visit it every year."  # 6 shared words
+    assert admit_refusal(app.infill_admit("This is a short [blank] item.", max_span=2)) is None
+    assert admit_refusal(app.infill_admit(fine, max_span=2)) is None
+    app.infill(fine, max_span=2)
+    app.store.set_status("wall", "closed")
+    clock.now += 5  # looked at again within seconds
+    assert admit_refusal(app.infill_admit(ITEM, max_span=2)) is None
 
 
 def _spelt(text: str, change) -> str:

@@ -11,12 +11,22 @@ from functools import partial
 import app_fixtures
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, downloaded, fake_request, form_answers, invite, make_app
+from app_fixtures import (
+    admin_request,
+    component,
+    downloaded,
+    events,
+    fake_request,
+    form_answers,
+    invite,
+    make_app,
+)
 from tiny_models import tiny_engine
 
 from annotation_db import ItemIn, OutputIn
 from annotation_db.questions import parse_questions
 from app import rater_page
+from app.main import build_demo
 from app.rater import MAX_LIKERT, MAX_OUTPUTS
 from app.rating_form import missing_answers
 
@@ -110,6 +120,24 @@ def test_rate_errors_are_readable(app):
     with pytest.raises(gr.Error):
         app.rate_submit(token, aid, *answers(2), "A", "x" * 3000)  # comment too long
     assert app.store.progress("pilot").judgments_done == 0
+
+
+def test_a_bad_link_gets_one_capitalised_sentence_and_no_empty_boxes(app):
+    demo = build_demo(app)
+    for label in ("Study and instructions", "Text with a blank"):
+        assert component(demo, label).visible is False  # until a link opens
+    with pytest.raises(gr.Error) as e:
+        app.rate_open("not-a-token")
+    assert e.value.message.startswith("This invite token is not valid")
+    assert app.rate_open(small_study(app)).head["visible"] is True
+
+
+def test_submit_shows_its_progress_on_the_button_only(app):
+    """p7: each "Submit and next" covered every block with a spinner and a "0.1s" timer."""
+    demo = build_demo(app)
+    (submit,) = events(demo, "rate_submit")
+    (button,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "rate-submit"]
+    assert [c._id for c in submit.show_progress_on] == [button._id]
 
 
 def test_missing_answers_names_what_is_missing_in_one_sentence():

@@ -23,11 +23,6 @@ PASSAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
 class CountingEncoder(search.Encoder):
     """Bag of words over a fixed vocabulary; counts the texts it embeds."""
 
@@ -196,6 +191,22 @@ def test_cache_key_changes_with_model_and_corpus(tmp_path, engine):
     )
     vecs = search.corpus_vectors(magnet, a, tmp_path)
     np.testing.assert_allclose(vecs, engine.embed_sentences(["x"], adapter="magnet"), atol=1e-6)
+
+
+def test_the_search_cache_key_does_not_change_with_how_the_weights_were_loaded(engine):
+    """Tour 4, n2: the key held the model's source description ("de-quantized into ..." on
+    the first start, "cache ..." later), so the first start's vectors were never reused."""
+    was = engine.loaded.source, getattr(engine.loaded, "weights", "")
+    try:
+        engine.loaded.weights = "/cache/models/SmolLM2-135M-Instruct-Q4_1-x"
+        engine.loaded.source = "embedded (de-quantized into /cache/models/...)"
+        first = search.EngineEncoder(engine, None).key
+        engine.loaded.source = "embedded (cache /cache/models/...)"
+        assert search.EngineEncoder(engine, None).key == first
+        engine.loaded.weights = "/cache/models/another-model"
+        assert search.EngineEncoder(engine, None).key != first
+    finally:
+        engine.loaded.source, engine.loaded.weights = was
 
 
 def test_minilm_encoder_finds_the_paraphrase():

@@ -6,6 +6,9 @@ session id), with expiry and logout; Gradio's deep links and monitoring are clos
 a free-space floor (the load test is test_app_load.py).
 7: the low findings of the security review (lockout, forwarded headers, framing, leftover
 downloads, search cache, names and sizes before generation, '$' in names, seeds).
+Issue 29: a request from another origin never carries the admin's login; a crowd of addresses
+slows logins down but never locks the owner out; the demo quota counts valid calls when they
+join the queue, and model calls are reachable only through it.
 Real store, tiny Llama, and the real Gradio server where the protocol matters.
 """
 
@@ -15,6 +18,8 @@ import asyncio
 import io
 import json
 import re
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -137,6 +142,19 @@ def test_the_login_route_keeps_the_backoff_and_says_secure_over_https(app, http)
     assert ok.json()["ok"] is True and "; Secure" in ok.headers["set-cookie"]
 
 
+def test_the_login_route_waits_the_delay_and_takes_one_login_at_a_time(app):
+    app.login_throttle = LoginThrottle(global_free=2, global_step_s=0.4)
+    with in_process(app) as http:
+        for n in range(3):
+            app.login_throttle.failed(f"10.9.0.{n}")
+        t0 = time.perf_counter()
+        ok = http.post("/admin-session", json={"password": "s3cret"})
+        assert ok.json()["ok"] and time.perf_counter() - t0 >= 0.4
+        app.login_throttle.begin("testclient")  # a login of this address still being checked
+        busy = http.post("/admin-session", json={"password": "s3cret"})
+        assert busy.status_code == 429 and "being checked" in busy.json()["message"]
+
+
 def test_admin_sessions_expire_when_idle_and_at_most_hours_after_login():
     clock = Clock()
     sessions = AdminSessions(idle_s=1800, max_s=8 * 3600, clock=clock)
@@ -185,6 +203,51 @@ def test_deep_links_and_monitoring_are_closed(http):
     assert http.get("/gradio_api/info").status_code == 200
 
 
+def test_a_page_of_another_origin_cannot_use_the_admin_login(app):
+    """Review 4, N5: admin logged in at 127.0.0.1:7871, a page at 127.0.0.1:7879 (same site,
+    so SameSite=Strict sent the cookie) called admin_backup and read the single-use link."""
+    with in_process(app, base_url="http://127.0.0.1:7871") as http:
+        assert http.post("/admin-session", json={"password": "s3cret"}).json()["ok"]
+        token = http.cookies[ADMIN_COOKIE]
+        own = {"origin": "http://127.0.0.1:7871", "sec-fetch-site": "same-origin"}
+        foreign = [
+            {"origin": "http://127.0.0.1:7879", "sec-fetch-site": "same-site"},
+            {"origin": "http://127.0.0.1:7879"},  # a browser without Sec-Fetch-Site
+            {"origin": "null"},
+            {"origin": "https://evil.example", "sec-fetch-site": "cross-site"},
+        ]
+        backup = http.post("/gradio_api/run/admin_backup", json={"data": []}, headers=own)
+        assert "admin-files/" in backup.json()["data"][0]
+        for headers in foreign:
+            r = http.post("/gradio_api/run/admin_backup", json={"data": []}, headers=headers)
+            assert "admin-files/" not in r.text and "Log in as admin first" in r.text, headers
+            out = http.delete("/admin-session", headers=headers)  # logout CSRF
+            assert out.status_code == 403 and "set-cookie" not in out.headers
+            login = http.post("/admin-session", json={"password": "s3cret"}, headers=headers)
+            assert login.status_code == 403 and "set-cookie" not in login.headers
+        assert app.admin_sessions.valid(token)  # still logged in
+    # the handlers check it too, whatever reaches them
+    req = fake_request()
+    req.cookies = {ADMIN_COOKIE: token}
+    req.headers = {"host": "demo.test:7860", "origin": "http://demo.test:7861"}
+    with pytest.raises(gr.Error, match="Log in as admin first"):
+        app.admin_backup(req)
+    req.headers = {"host": "demo.test:7860", "origin": "http://demo.test:7860"}
+    assert "admin-files/" in app.admin_backup(req)
+
+
+def test_same_origin_is_the_host_or_the_public_url():
+    from app.security import cross_origin
+
+    assert not cross_origin({})  # curl, gradio_client: no page
+    assert not cross_origin({"sec-fetch-site": "same-origin", "origin": "http://x"})
+    assert not cross_origin({"host": "a.example", "origin": "https://a.example"})
+    assert cross_origin({"host": "a.example", "origin": "https://b.a.example"})  # a sibling
+    behind = {"host": "127.0.0.1:7860", "origin": "https://magnet.example.org"}
+    assert cross_origin(behind)
+    assert not cross_origin(behind, public_url="https://magnet.example.org")
+
+
 # ---------------------------------------------------------------- 4: demo traffic vs raters
 
 
@@ -221,6 +284,55 @@ def test_one_ipv6_network_counts_as_one_address_for_the_demo_quota(engine, tmp_p
     assert why and "from your address" in why
     another_network = visitor("2001:db8:1:3::1")
     assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=another_network)) is None
+
+
+def test_quotas_count_at_join_only_valid_calls_and_only_through_the_queue(engine, tmp_path):
+    """Review 4: N10 (32 queued calls of one address all served: the quota was checked when a
+    call ran), N12 (calls without a blank burnt the shared quota), N13 (`run/infill` skipped
+    the queue); and the tour's n1 (only blanks, 9 blanks: told after 15-26 s in the queue)."""
+    from gradio_client import Client
+    from gradio_client.exceptions import ValidationError
+
+    app = make_app(tmp_path, engine, demo_calls_per_minute=3)
+    release, running = threading.Event(), threading.Event()
+    real = app.compare_infill
+
+    def held(*args, **kwargs):  # the model busy with a long call
+        running.set()
+        release.wait(60)
+        return real(*args, **kwargs)
+
+    app.compare_infill = held
+    with serving(app) as url:
+        try:
+            client = Client(url, verbose=False)
+            args = ("greedy", 0.8, 0.95, "-1", 2, False)
+            for bad in ("no blank here", "the cat sat"):  # refused at once, not counted
+                with pytest.raises(ValidationError, match="has no blank"):
+                    client.predict(bad, *args, api_name="/infill")
+            jobs = [client.submit(TEXT, *args, api_name="/infill") for _ in range(3)]
+            assert running.wait(30)  # the first call holds the model; two wait in the queue
+            for bad, why in [
+                ("[blank] [blank]", "only blanks"),
+                (" ".join(["a [blank]"] * 9), "9 blanks; at most 8"),
+                (TEXT, "Too many demo requests from your address"),  # the 4th, counted at join
+            ]:
+                t0 = time.perf_counter()
+                with pytest.raises(ValidationError, match=why):
+                    client.predict(bad, *args, api_name="/infill")
+                assert time.perf_counter() - t0 < 10 and not release.is_set()  # no wait
+            for name, data in [
+                ("infill", [TEXT, *args]),
+                ("continue", ["the cat", 2, "greedy", 0.8, 0.95, "-1"]),
+                ("search", ["the cat", None, 1]),
+            ]:
+                r = httpx.post(f"{url}/gradio_api/run/{name}", json={"data": data}, timeout=30)
+                assert r.status_code == 404 and "join the queue" in r.text, name
+            release.set()
+            for job in jobs:
+                assert job.result(timeout=60)
+        finally:
+            release.set()
 
 
 def _uploads_app(app):
@@ -298,6 +410,28 @@ def test_one_patient_attacker_never_locks_the_admin_out(app):
         app.admin_login("wrong", visitor(f"10.1.0.{n}"))
     assert app.login_throttle.delay_s() > 0
     assert app.admin_login("s3cret", visitor("192.0.2.10")).authorized
+
+
+def test_a_crowd_of_addresses_slows_logins_but_never_locks_the_owner_out(app):
+    """Review 4, B9: 40 addresses (one IPv6 /64, say), one wrong password each, locked the
+    admin out for 300 s, and each new address re-armed it."""
+    clock = Clock()
+    app.login_throttle = throttle = LoginThrottle(clock=clock)
+    for n in range(40):
+        assert app.admin_login("wrong", visitor(f"203.0.113.{n}")).message == "Wrong password."
+    assert throttle.wait_s("192.0.2.10") == 0  # no lock for anyone who did not fail
+    assert 0 < throttle.delay_s() <= throttle.global_max_delay_s
+    for _ in range(12):  # each new address, for an hour: the owner gets in every time
+        clock.now += 290
+        app.admin_login("wrong", visitor(f"198.51.100.{int(clock.now) % 250}"))
+        assert app.admin_login("s3cret", visitor("192.0.2.10")).authorized
+    clock.now += 3601
+    assert throttle.delay_s() == 0  # forgotten after an hour
+    # one /64 is one client: its 2**64 addresses do not reset its lock
+    for n in range(throttle.free + 1):
+        app.admin_login("wrong", visitor(f"2001:db8:1:2::{n + 1:x}"))
+    assert app.admin_login("wrong", visitor("2001:db8:1:2::ffff")).message.startswith("Too many")
+    assert app.admin_login("s3cret", visitor("2001:db8:1:3::1")).authorized  # another /64
 
 
 def _through_guard(scope_extra: dict, trusted: str = "") -> dict:

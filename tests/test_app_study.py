@@ -10,20 +10,13 @@ from urllib.parse import parse_qs, urlparse
 
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, fake_request, invite, make_app
-from tiny_models import tiny_engine
+from app_fixtures import admin_request, component, fake_request, invite, make_app
 
 from annotation_db import PROBLEM_NAMES, ItemIn, OutputIn, start_draft
 from app import studies
 from app.main import build_demo
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
 
 VERBS = ("sat", "ran", "flew", "swam")
 SPARE = ("red", "blue", "green", "old")  # originals of passages beyond the first four
@@ -125,6 +118,12 @@ def test_planner_in_the_form(engine, tmp_path):
     assert "318 items x 3 raters" in text and "80% power" in text
     assert "This form's 100 items: power 35%" in app.admin_plan(0.62, 0.54, 3, 0.3, 100)
     assert "between 0 and 1" in app.admin_plan(0.62, 1.5, 3, 0.3)
+
+
+def test_a_planner_rate_out_of_range_is_said_in_the_planners_line(app):
+    """p11: Gradio's "Value 1.5 is greater than maximum value 1." and a stale planner line."""
+    assert component(build_demo(app), "Expected rate, system 1").maximum is None
+    assert app.admin_plan(1.5, 0.5, 3).startswith("Planner: expected rate 1 must be between")
 
 
 def test_the_forms_attention_checks_are_the_rules_and_fewer_are_costed(engine, tmp_path):

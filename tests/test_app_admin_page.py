@@ -1,28 +1,20 @@
-"""The browser tour's minor findings (issue 24, part 3), each at the level of its handler or
-of the page's wiring; what only a browser shows is in test_browser.py."""
+"""The Admin page as Gradio wires it: every admin and vote event says its refusal in a text of
+the page (off the queue Gradio shows no toast), the rater id field, the status radio, the
+Results table, the login by Enter or by the button, and revoking, which asks first. Handlers
+and the page's wiring, tiny Llama; what only a browser shows is in test_browser.py."""
 
 from __future__ import annotations
 
 import gradio as gr
 import pytest
-from app_fixtures import admin_request, make_app
-from tiny_models import tiny_engine
+from app_fixtures import admin_request, component, events
 
 from annotation_db import ItemIn, OutputIn
+from app.admin import NOT_CONFIRMED
 from app.main import build_demo
 from app.outputs import said_in
 
 SYSTEMS = ["magnet", "zero-shot"]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
-
-
-@pytest.fixture
-def app(engine, tmp_path):
-    return make_app(tmp_path, engine)
 
 
 @pytest.fixture
@@ -38,16 +30,7 @@ def _study(app, name="s", n_items=5):
     app.store.create_study(name, items, outs, questions=["appropriate", "preference"])
 
 
-def _fns(demo, name):
-    return [d for d in demo.fns.values() if d.name == name]
-
-
-def _component(demo, label):
-    (c,) = [b for b in demo.blocks.values() if getattr(b, "label", None) == label]
-    return c
-
-
-# ------------------------------------------------ refusals off the queue (m2, m4, m6, m9, m13)
+# ------------------------------------------------ refusals off the queue
 
 
 def test_a_refusal_is_said_in_an_output_and_leaves_the_others_as_they_were():
@@ -64,24 +47,24 @@ def test_every_admin_and_vote_event_says_its_refusal_in_a_text_not_a_bare_error(
     """Off the queue, Gradio shows no toast for a gr.Error and puts a red "Error" pill on each
     output (the tour: the Study list hidden under one, m4; the vote note under one, m9)."""
     never_refuse = {"admin_panel", "admin_plan", "admin_study_status", "admin_demo_choice"}
-    events = [
+    admin_and_vote = [
         d
         for d in demo.fns.values()
         if d.fn is not None and (d.name or "").startswith(("admin_", "vote"))
     ]
-    assert len(events) > 10
-    for d in events:
+    assert len(admin_and_vote) > 10
+    for d in admin_and_vote:
         if d.name not in never_refuse:
             assert hasattr(d.fn, "says_refusals_in"), d.name
-    (create,) = _fns(demo, "admin_create")
-    study_list = _component(demo, "Study")
+    (create,) = events(demo, "admin_create")
+    study_list = component(demo, "Study")
     assert create.fn.says_refusals_in == 0 and create.outputs[1] is study_list
 
 
 def test_the_rater_id_starts_empty_and_a_missing_one_gets_the_apps_sentence(app, demo):
     """m6: the field showed "0" in a red frame, and Revoke answered Gradio's raw "Value 0 is
     less than minimum value 1."."""
-    box = _component(demo, "Rater id (see Progress)")
+    box = component(demo, "Rater id (see Progress)")
     assert isinstance(box, gr.Textbox) and not box.value
     _study(app)
     app.store.invite("s", "Ada")
@@ -93,19 +76,13 @@ def test_the_rater_id_starts_empty_and_a_missing_one_gets_the_apps_sentence(app,
     assert "rater 1 (Ada) no longer works" in revoke(admin_request(app), "s", " 1 ")
 
 
-def test_a_planner_rate_out_of_range_is_said_in_the_planners_line(app, demo):
-    """p11: Gradio's "Value 1.5 is greater than maximum value 1." and a stale planner line."""
-    assert _component(demo, "Expected rate, system 1").maximum is None
-    assert app.admin_plan(1.5, 0.5, 3).startswith("Planner: expected rate 1 must be between")
-
-
-# ------------------------------------------------ m5: the status radio
+# ------------------------------------------------ the status radio
 
 
 def test_the_status_radio_shows_the_picked_studys_status(app, demo):
-    radio = _component(demo, "Study status")
+    radio = component(demo, "Study status")
     assert radio.value is None  # not "closed" whatever the study
-    (change,) = _fns(demo, "admin_study_status")
+    (change,) = events(demo, "admin_study_status")
     assert change.outputs == [radio]
     _study(app, "a")
     _study(app, "b")
@@ -118,7 +95,7 @@ def test_the_status_radio_shows_the_picked_studys_status(app, demo):
     assert app.admin_study_status(None, "a") == gr.skip()  # not logged in: nothing shown
 
 
-# ------------------------------------------------ m7: the Results table
+# ------------------------------------------------ the Results table
 
 
 def _rows(app, study):
@@ -141,37 +118,24 @@ def test_results_follow_their_own_ten_judgment_rule_and_never_show_nan(app):
     assert interval == "not enough votes for an interval (n = 5, need 10)"
 
 
-# ------------------------------------------------ m3: Enter and the button
+# ------------------------------------------------ logging in, revoking
 
 
 def test_enter_and_the_button_log_in_through_the_same_steps(demo):
     """m3: Enter skipped the unfinished-study notice; both now run the login, then the panel
     (which carries the notice)."""
-    panels = _fns(demo, "admin_panel")
+    panels = events(demo, "admin_panel")
     assert len(panels) == 3  # the button, Enter, Log out
     unfinished = panels[0].outputs[-1]
     assert all(p.outputs[-1] is unfinished for p in panels)
 
 
-# ------------------------------------------------ p8: a bad invite link
-
-
-def test_a_bad_link_gets_one_capitalised_sentence_and_no_empty_boxes(app, demo):
-    for label in ("Study and instructions", "Text with a blank"):
-        assert _component(demo, label).visible is False  # until a link opens
-    with pytest.raises(gr.Error) as e:
-        app.rate_open("not-a-token")
-    assert e.value.message.startswith("This invite token is not valid")
-    assert app.rate_open(_invite(app)).head["visible"] is True
-
-
-def _invite(app) -> str:
-    _study(app, "p8")
-    return app.store.invite("p8", "Ada").token
-
-
-def test_submit_shows_its_progress_on_the_button_only(demo):
-    """p7: each "Submit and next" covered every block with a spinner and a "0.1s" timer."""
-    (submit,) = _fns(demo, "rate_submit")
-    (button,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "rate-submit"]
-    assert [c._id for c in submit.show_progress_on] == [button._id]
+def test_revoking_asks_first_and_no_revokes_nothing(app, demo):
+    """Tour 4, p10: "Revoke this rater's invite link" acted at once."""
+    (revoke,) = events(demo, "admin_revoke")
+    assert "window.confirm(" in revoke.js and repr(NOT_CONFIRMED) in revoke.js
+    _study(app, "pilot")
+    rater = app.store.invite("pilot", "Ada")
+    assert app.admin_revoke(admin_request(app), "pilot", NOT_CONFIRMED) == "Nothing was revoked."
+    assert app.store.open_session(rater.token)  # the link still works
+    assert "no longer works" in app.admin_revoke(admin_request(app), "pilot", str(rater.rater_id))
