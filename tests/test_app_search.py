@@ -10,6 +10,7 @@ import gradio as gr
 import numpy as np
 import pytest
 from app_fixtures import make_app
+from search_standins import CountingEncoder
 from tiny_models import tiny_engine
 
 from magnet_model.inference import search
@@ -21,27 +22,13 @@ PASSAGES = [
     "fire and water and earth and air .",
     "<script>alert(1)</script> the old man ran to the river .",
 ]
-
-
-class CountingEncoder(search.Encoder):
-    """Bag of words over a fixed vocabulary; counts the texts it embeds."""
-
-    key = "counting"
-
-    def __init__(self):
-        self.seen = 0
-
-    def encode(self, texts, batch_size=16):
-        self.seen += len(texts)
-        vocab = sorted({w for p in PASSAGES for w in p.split()})
-        v = np.array([[t.split().count(w) for w in vocab] for t in texts], dtype=np.float32)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
+VOCAB = sorted({w for p in PASSAGES for w in p.split()})
 
 
 @pytest.fixture
 def app(engine, tmp_path):
     app = make_app(tmp_path, engine)
-    app.encoders["minilm"] = CountingEncoder()
+    app.encoders["minilm"] = CountingEncoder(VOCAB)
     return app
 
 
@@ -106,7 +93,7 @@ def test_search_four_systems_overlap_and_cache(app, tmp_path):
 
 def test_search_without_adapters_marks_them_unavailable(tmp_path):
     app = make_app(tmp_path, tiny_engine(adapters=False))
-    app.encoders["minilm"] = CountingEncoder()
+    app.encoders["minilm"] = CountingEncoder(VOCAB)
     out = app.search(
         "the cat", upload(tmp_path, "c.txt", "\n".join(PASSAGES)), 2, lambda *a, **k: None
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from search_standins import CountingEncoder
 
 from magnet_model.inference import search
 from magnet_model.inference.engine import Engine
@@ -13,26 +14,12 @@ from magnet_model.settings import ModelSpec
 WORDS = "the cat sat on a mat king queen city bird flew over sea night fire water".split()
 
 
-class CountingEncoder(search.Encoder):
-    """Bag of words over WORDS; counts the texts it embeds."""
-
-    key = "counting"
-
-    def __init__(self):
-        self.seen = 0
-
-    def encode(self, texts, batch_size=16):
-        self.seen += len(texts)
-        v = np.array([[t.split().count(w) for w in WORDS] for t in texts], dtype=np.float32)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-9)
-
-
 def test_index_embeds_once_then_the_app_path_only_reads(tmp_path):
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(WORDS, 8)) + f" {i}" for i in range(2500)]  # over the 2000 cap
     corpus_file = tmp_path / "big.txt"
     corpus_file.write_text("\n".join(lines))
-    enc = CountingEncoder()
+    enc = CountingEncoder(WORDS)
     built = search.index_corpus(
         search.read_corpus_file(corpus_file), {"bow": enc}, tmp_path, show_progress_bar=False
     )
@@ -123,7 +110,7 @@ def test_a_search_waiting_for_the_warm_up_reports_its_count(tmp_path, monkeypatc
             return super().encode(texts, batch_size)
 
     corpus = search.Corpus("c", tuple(f"the cat sat {i}" for i in range(64)))
-    enc = GatedEncoder()
+    enc = GatedEncoder(WORDS)
     warm = threading.Thread(target=search.corpus_vectors, args=(enc, corpus, tmp_path))
     warm.start()
     assert started.wait(10)
