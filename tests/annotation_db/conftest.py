@@ -116,6 +116,15 @@ def make_items(n: int, systems=SYSTEMS):
     return items, outputs
 
 
+def make_passages(n: int, prefix: str = "p") -> list[ItemIn]:
+    """n passages with a ___ blank and a source each: donors for attention checks."""
+    return [
+        ItemIn(f"{prefix}{i}", f"Passage {prefix}{i} hides a ___ there.", [f"span{prefix}{i}"],
+               source=f"doc-{prefix}{i}")
+        for i in range(n)
+    ]  # fmt: skip
+
+
 def answer_all(item, appropriate=True, fluency=4):
     return {o.label: {"appropriate": appropriate, "fluency": fluency} for o in item.outputs}
 
@@ -125,4 +134,6 @@ def adb():
     """Helpers for the tests (a fixture, so no test imports conftest by module name)."""
     import types
 
-    return types.SimpleNamespace(SYSTEMS=SYSTEMS, make_items=make_items, answer_all=answer_all)
+    return types.SimpleNamespace(
+        SYSTEMS=SYSTEMS, make_items=make_items, make_passages=make_passages, answer_all=answer_all
+    )

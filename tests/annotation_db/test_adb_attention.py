@@ -235,17 +235,11 @@ def test_no_item_but_the_first_is_surely_free_of_a_check():
     assert len(after) > 1000 and 0.1 < sum(after) / len(after) < 0.5
 
 
-def _passages(n, prefix="p"):
-    return [
-        ItemIn(f"{prefix}{i}", f"Passage {prefix}{i} hides a ___ there.", [f"span{prefix}{i}"],
-               source=f"doc-{prefix}{i}")
-        for i in range(n)
-    ]  # fmt: skip
-
-
 def _study(store, adb, *, n_items, n_gold, k, attention=None, name="s"):
     items, outputs = adb.make_items(n_items)
-    g_items, g_outs = make_gold_items(_passages(n_gold * 3), n_gold, blank="___", n_outputs=3)
+    g_items, g_outs = make_gold_items(
+        adb.make_passages(n_gold * 3), n_gold, blank="___", n_outputs=3
+    )
     store.create_study(
         name,
         items + g_items,

@@ -156,17 +156,9 @@ def test_exports_and_backups_are_readable_by_their_owner_only(sqlite_store, adb,
 # ---------------------------------------------------------------- 8: attention checks
 
 
-def _passages(n, prefix="p"):
-    return [
-        ItemIn(f"{prefix}{i}", f"Passage {prefix}{i} hides a ___ there.", [f"span{prefix}{i}"],
-               source=f"doc-{prefix}{i}")
-        for i in range(n)
-    ]  # fmt: skip
-
-
 def test_gold_items_show_as_many_outputs_as_regular_items(sqlite_store, adb):
     items, outputs = adb.make_items(4)  # three systems per item
-    g_items, g_outs = make_gold_items(_passages(3), 2, blank="___", n_outputs=3)
+    g_items, g_outs = make_gold_items(adb.make_passages(3), 2, blank="___", n_outputs=3)
     assert all(sum(o.item_key == g.key for o in g_outs) == 3 for g in g_items)
     info = sqlite_store.create_study(
         "s", items + g_items, outputs + g_outs, raters_per_item=1, questions=QS
@@ -184,11 +176,11 @@ def test_gold_items_show_as_many_outputs_as_regular_items(sqlite_store, adb):
 
 def test_a_gold_item_that_stands_out_is_refused(sqlite_store, adb):
     items, outputs = adb.make_items(3)
-    two, two_outs = make_gold_items(_passages(3), 1, blank="___", n_outputs=2)
+    two, two_outs = make_gold_items(adb.make_passages(3), 1, blank="___", n_outputs=2)
     with pytest.raises(InvalidInputError, match="has 2 outputs but every regular item has 3"):
         sqlite_store.create_study("s", items + two, outputs + two_outs)
     reused = [ItemIn(f"x{i}", it.text, ["blank"], source=it.source) for i, it in enumerate(items)]
-    g, g_outs = make_gold_items(reused, 1, blank="___", n_outputs=3, donors=_passages(3))
+    g, g_outs = make_gold_items(reused, 1, blank="___", n_outputs=3, donors=adb.make_passages(3))
     with pytest.raises(InvalidInputError, match="passage of a regular item"):
         sqlite_store.create_study("s", items + g, outputs + g_outs)
     assert sqlite_store.list_studies() == []
@@ -196,7 +188,7 @@ def test_a_gold_item_that_stands_out_is_refused(sqlite_store, adb):
 
 def test_results_count_raters_who_failed_attention_checks(sqlite_store, adb):
     items, outputs = adb.make_items(2)
-    g_items, g_outs = make_gold_items(_passages(3), 1, blank="___", n_outputs=3)
+    g_items, g_outs = make_gold_items(adb.make_passages(3), 1, blank="___", n_outputs=3)
     sqlite_store.create_study("s", items + g_items, outputs + g_outs, raters_per_item=3)
     careful, careless, idle = sqlite_store.invite_many("s", ["careful", "careless", "idle"])
     roles = {o.text: o.gold_role for o in g_outs}
@@ -285,7 +277,7 @@ def test_attention_checks_can_be_at_any_position_but_the_first(sqlite_store, adb
     that differ between raters; every later position holds a check for some rater, so no
     position is certainly a regular item."""
     items, outputs = adb.make_items(5)
-    g_items, g_outs = make_gold_items(_passages(4), 2, blank="___", n_outputs=3)
+    g_items, g_outs = make_gold_items(adb.make_passages(4), 2, blank="___", n_outputs=3)
     sqlite_store.create_study(
         "s", items + g_items, outputs + g_outs, raters_per_item=40, questions=QS
     )

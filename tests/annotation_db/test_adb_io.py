@@ -143,37 +143,13 @@ def test_cli_backup_and_export(tmp_path, adb, capsys):
     _rated_store(db, adb).close()
     assert main(["--db-path", str(db), "backup", str(tmp_path / "b.sqlite3")]) == 0
     assert (tmp_path / "b.sqlite3").exists()
-    assert (
-        main(
-            [
-                "--db-path",
-                str(db),
-                "export",
-                "--study",
-                "s",
-                "--format",
-                "csv",
-                str(tmp_path / "e.csv"),
-            ]
-        )
-        == 0
-    )
+
+    def export(study: str, out: str) -> int:
+        return main(["--db-path", str(db), "export", "--study", study, "--format", "csv", out])
+
+    assert export("s", str(tmp_path / "e.csv")) == 0
     assert (tmp_path / "e.csv").read_text().count("\n") > 9
-    assert (
-        main(
-            [
-                "--db-path",
-                str(db),
-                "export",
-                "--study",
-                "nope",
-                "--format",
-                "csv",
-                str(tmp_path / "x.csv"),
-            ]
-        )
-        == 2
-    )
+    assert export("nope", str(tmp_path / "x.csv")) == 2
     assert "no study named 'nope'" in capsys.readouterr().err
     assert main(["--db-path", str(db), "results", "--study", "s"]) == 0
     assert '"system"' in capsys.readouterr().out

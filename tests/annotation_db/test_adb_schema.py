@@ -19,46 +19,30 @@ def _setup(store, adb):
     return store.db.read(lambda s: s.get(Assignment, item.assignment_id))
 
 
+def _rating(a: Assignment, output_id: int) -> Rating:
+    """A rating of assignment a's rater for output_id, as code past the API would add it."""
+    now = datetime.now(UTC)
+    return Rating(
+        rater_id=a.rater_id,
+        output_id=output_id,
+        assignment_id=a.id,
+        answers={},
+        position=0,
+        shown_at=now,
+        answered_at=now,
+    )
+
+
 def test_unique_rating_per_rater_and_output(store, adb):
     a = _setup(store, adb)
-    now = datetime.now(UTC)
-
-    def dup(s):
-        s.add(
-            Rating(
-                rater_id=a.rater_id,
-                output_id=a.output_order[0],
-                assignment_id=a.id,
-                answers={},
-                position=0,
-                shown_at=now,
-                answered_at=now,
-            )
-        )
-
     with pytest.raises(IntegrityError):
-        store.db.write(dup)
+        store.db.write(lambda s: s.add(_rating(a, a.output_order[0])))
 
 
 def test_foreign_keys_are_enforced(store, adb):
     a = _setup(store, adb)
-    now = datetime.now(UTC)
-
-    def orphan(s):
-        s.add(
-            Rating(
-                rater_id=a.rater_id,
-                output_id=999_999,
-                assignment_id=a.id,
-                answers={},
-                position=0,
-                shown_at=now,
-                answered_at=now,
-            )
-        )
-
     with pytest.raises(IntegrityError):
-        store.db.write(orphan)
+        store.db.write(lambda s: s.add(_rating(a, 999_999)))
 
 
 def test_check_constraints(store, adb):
