@@ -13,6 +13,13 @@ from app.settings import SERVER_ENV_DEFAULTS, server_process_env
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _python(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """This venv's python run from the repository with args, its output captured."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_server_env_sets_passive_wait_and_keeps_a_user_choice():
     env: dict[str, str] = {}
     server_process_env(env)
@@ -49,14 +56,7 @@ def test_python_m_app_sets_the_wait_policy_before_importing_torch():
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _python(["-c", probe], env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "OMP_WAIT_POLICY at torch import: ['PASSIVE']" in out.stdout
 
@@ -71,14 +71,7 @@ def test_a_taken_port_stops_python_m_app_with_one_sentence(tmp_path):
     env.update(MAGNET_DATA_DIR=str(tmp_path / "data"), GRADIO_ANALYTICS_ENABLED="False")
     with socket.create_server(("127.0.0.1", 0)) as held:
         port = held.getsockname()[1]
-        out = subprocess.run(
-            [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = _python(["-m", "app", "--host", "127.0.0.1", "--port", str(port)], env)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "Traceback" not in out.stderr + out.stdout
     last = out.stderr.strip().splitlines()[-1]
