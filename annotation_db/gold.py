@@ -12,14 +12,19 @@ check cannot be told by how long its fills are. Given the systems' fills (``styl
 check fill also takes the surface of one of them (``restyle``): the case of its first letter,
 its final punctuation and its leading space, so a check cannot be told by how its fills start
 or end either (a probe told them by capitals: 2 of 12 check fills against 24 of 36 system
-fills started with one).
+fills started with one). Nor by which of its outputs is the shortest: where the true text
+stands among a check's fills sorted by length is drawn, each place equally often in a study
+(``_places``), and the wrong fills are taken shorter or longer than it to match (a probe found
+it the shortest in 29 of 60 checks, so that "always the shortest" passed half of them).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .errors import InvalidInputError
 from .views import ItemIn, OutputIn
@@ -112,6 +117,7 @@ def _wrong_output(
 _TAIL = re.compile(r"[^\w\s]+$")
 
 
+@functools.lru_cache(maxsize=8192)  # a study's checks ask it of each passage many times
 def surface(fill: str) -> tuple[str, bool | None, str]:
     """A fill's surface: (leading whitespace, whether its first letter is a capital (None: no
     letter), its final run of punctuation)."""
@@ -139,6 +145,25 @@ def restyle(span: str, like: str) -> str:
 
 def _words(spans: Sequence[str]) -> int:
     return sum(len(s.split()) for s in spans)
+
+
+def fill_length(spans: Sequence[str]) -> int:
+    """A fill's length as a reader sees it: its characters, its blanks' spans together (a
+    leading space, which nobody sees, not counted). What "the shortest output" means to a
+    rater who does not read."""
+    return len(" ".join(s.strip() for s in spans))
+
+
+def _places(n: int, n_outputs: int, rng: random.Random) -> list[int]:
+    """Where the true text of each of ``n`` checks stands among its ``n_outputs`` fills sorted
+    by length (0: the shortest): each place ``n // n_outputs`` times, the rest drawn without
+    repeats, in random order; so in every study, not only on average, a rater who always
+    takes the shortest (or the longest) fill meets the true text there one check in
+    ``n_outputs``, give or take one."""
+    out = [c % n_outputs for c in range(n - n % n_outputs)]
+    out += rng.sample(range(n_outputs), n % n_outputs)
+    rng.shuffle(out)
+    return out
 
 
 def _targets(lengths: Sequence[int], n: int, rng: random.Random) -> list[int]:
@@ -177,7 +202,14 @@ def held_out_gold_items(
     seat. of the car", "51% Of the total", "mediterranean Sea"), is never changed: the passage
     that plays it is chosen among those whose own surface is the model's. ``lengths`` is then
     not needed.
-    """
+
+    Length says nothing about which output is true: each check draws the place of its true
+    text among its fills sorted by length (``_places``: every place equally often in the
+    study), the true text takes the target of that place, and each wrong fill is taken among
+    the passages that, as shown, are shorter than the true text (the places below) or longer
+    (above), in characters (``fill_length``) and, where one is, not the other way in words.
+    Before, the true text, chosen for its surface first, was the shortest in 37% of checks
+    built from real passages and the systems' fills, the longest in 27%."""
     if n < 1:
         return [], []
     if n_outputs < 2:
@@ -198,50 +230,99 @@ def held_out_gold_items(
         targets = [_words(m) for m in models]
     else:
         targets = _targets(lengths, need, rng)
+    places = _places(n, n_outputs, rng)
     seen_spans: set[tuple[str, ...]] = set()
 
-    def take(target: int, avoid_source: str | None, like: list[str] | None = None) -> ItemIn:
-        """The free passage nearest the target length (and, with ``like``, first of all one
-        whose spans have the surface of ``like``'s fills: case and final punctuation)."""
-
-        def off(it: ItemIn) -> int:
-            if like is None:
-                return 0
-            spans = _spans(it)
-            return sum(
-                surface(sp)[1:] != surface(like[i % len(like)])[1:] for i, sp in enumerate(spans)
-            )
-
-        best = min(
+    def take(
+        target: int,
+        avoid_source: str | None,
+        first: Callable[[ItemIn], tuple] | None = None,
+        fits: Callable[[ItemIn], int] | None = None,
+    ) -> ItemIn:
+        """The free passage that best meets ``first`` (a key, lowest first) or else ``fits``
+        (how badly it misses: 0 not at all; the nearest that misses least), then nearest the
+        target length, then (for a wrong fill) from another source than the check's."""
+        near = sorted(
             (it for it in free if tuple(_spans(it)) not in seen_spans),
-            key=lambda it: (off(it), abs(_words(_spans(it)) - target), it.source == avoid_source),
-            default=None,
+            key=lambda it: (abs(_words(_spans(it)) - target), it.source == avoid_source),
         )
-        if best is None:
+        if not near:
             raise InvalidInputError(
                 f"{n} attention check(s) need {need} different original spans; the held-out "
                 "passages repeat some: give more passages or fewer checks"
             )
+        if first is not None:
+            best = min(near, key=first)  # the nearest of those that meet it best
+        elif fits is None:
+            best = near[0]
+        else:  # the nearest that fits, looked for lazily: most often one of the first few
+            best = next((it for it in near if fits(it) == 0), None) or min(near, key=fits)
         free.remove(best)
         seen_spans.add(tuple(_spans(best)))
         return best
 
-    def styled(spans: list[str], k: int) -> list[str]:
-        if not models:
-            return spans
-        model = models[k]
-        return [restyle(sp, model[i % len(model)]) for i, sp in enumerate(spans)]
+    def truth_key(like: list[str] | None, shorter: int, longer: int) -> Callable:
+        """For the true text: first a passage that leaves ``shorter`` free passages shorter
+        than it and ``longer`` longer (so that it can stand at its drawn place), then one
+        whose spans have the surface of ``like``'s fills (case and final punctuation)."""
+        sizes = sorted(
+            fill_length(_spans(it)) for it in free if tuple(_spans(it)) not in seen_spans
+        )
+
+        def key(it: ItemIn) -> tuple:
+            size = fill_length(_spans(it))
+            room = (
+                bisect.bisect_left(sizes, size) >= shorter
+                and len(sizes) - bisect.bisect_right(sizes, size) >= longer
+            )
+            if like is None:
+                return (not room, 0)
+            off = sum(
+                surface(sp)[1:] != surface(like[i % len(like)])[1:]
+                for i, sp in enumerate(_spans(it))
+            )
+            return (not room, off)
+
+        return key
+
+    def shown_wrong(spans: list[str], k: int, n_blanks: int) -> list[str]:
+        """A wrong fill as check output ``k`` shows it: restyled like its model, one span per
+        blank of the check."""
+        if models:
+            model = models[k]
+            spans = [restyle(sp, model[i % len(model)]) for i, sp in enumerate(spans)]
+        return [spans[i % len(spans)] for i in range(n_blanks)]
+
+    def side(k: int, n_blanks: int, true: list[str], *, shorter: bool) -> Callable:
+        """For wrong output ``k``: how a passage's fill, as shown, misses being shorter than
+        the true text (or longer): 0 when it is, in characters and not longer in words (or
+        not shorter); 1 when in characters only; 2 when not."""
+        size, words = fill_length(true), _words(true)
+
+        def fits(it: ItemIn) -> int:
+            mine = shown_wrong(_spans(it), k, n_blanks)
+            by_size = fill_length(mine) < size if shorter else fill_length(mine) > size
+            by_words = _words(mine) <= words if shorter else _words(mine) >= words
+            return 0 if by_size and by_words else 1 if by_size else 2
+
+        return fits
 
     gold_items, outs = [], []
     for c in range(n):
-        mine = targets[c * n_outputs : (c + 1) * n_outputs]
-        it = take(mine[0], None, models[c * n_outputs] if models else None)  # its surface
+        # the check's outputs in order of their target lengths; the true text takes the drawn
+        # place, the wrong fills the places below and above it
+        ks = sorted(
+            range(c * n_outputs, (c + 1) * n_outputs), key=lambda k: (targets[k], rng.random())
+        )
+        place = places[c]
+        k_true, below, above = ks[place], ks[:place], ks[place + 1 :]
+        model = models[k_true] if models else None
+        it = take(targets[k_true], None, first=truth_key(model, len(below), len(above)))
         orig = _spans(it)
         key = f"{prefix}{it.key}"
         gold_items.append(ItemIn(key, it.text, orig, it.source, is_gold=True))
         # the true text as written: only a leading space like the model's (which a reader
         # does not see), never its case or punctuation
-        model = models[c * n_outputs] if models else None
         shown = [
             (surface(model[i % len(model)])[0] + sp.lstrip()) if model else sp
             for i, sp in enumerate(orig)
@@ -251,9 +332,19 @@ def held_out_gold_items(
                 key, GOLD_ORIGINAL, fill_blanks(it.text, shown, blank), shown, gold_role="original"
             )
         )
-        for j, target in enumerate(mine[1:]):
-            donor = styled(_spans(take(target, it.source)), c * n_outputs + j + 1)
-            outs.append(_wrong_output(key, it.text, orig, donor, j, n_outputs, blank))
+        wrong = []
+        for k in [*below, *above]:
+            fits = side(k, len(orig), shown, shorter=k in below)
+            donor = take(targets[k], it.source, fits=fits)
+            wrong.append(shown_wrong(_spans(donor), k, len(orig)))
+        rng.shuffle(wrong)  # which wrong output is the shorter one says nothing either
+        for j, spans in enumerate(wrong):
+            system = GOLD_CORRUPTED if n_outputs == 2 else f"{GOLD_CORRUPTED}-{j + 1}"
+            outs.append(
+                OutputIn(
+                    key, system, fill_blanks(it.text, spans, blank), spans, gold_role="corrupted"
+                )
+            )
     return gold_items, outs
 
 
