@@ -4,9 +4,7 @@ protocol's outputs that raters met unannounced (browser tour s4, N-M2)."""
 
 from __future__ import annotations
 
-import pytest
-from fill_cases import CHAT_REPLIES, FILLS, NO_CHAT_CONTEXT
-
+import textrules
 from annotation_db import OVERLONG_RATIO, ItemIn, OutputIn, fill_counts, fill_summary
 from annotation_db.fills import (
     fill_problems,
@@ -75,20 +73,10 @@ def test_attention_checks_and_outputs_without_fills():
     assert (c.n_outputs, c.empty, c.overlong, c.unchecked) == (1, 0, 0, 1)
 
 
-@pytest.mark.parametrize("reply", CHAT_REPLIES)
-def test_chat_replies_are_flagged(reply):
-    assert is_chat_reply(reply, "The Amazon is the largest rainforest on Earth. [blank]")
-
-
-@pytest.mark.parametrize("fill", FILLS)
-def test_fills_are_not_chat_replies(fill):
-    assert not is_chat_reply(fill, NO_CHAT_CONTEXT)
-
-
-def test_a_phrase_of_the_text_itself_is_no_chat_reply():
-    text = "SmolLM is a small language model. [blank] It runs on phones."
-    assert not is_chat_reply("SmolLM was trained on 2 trillion tokens.", text)
-    assert is_chat_reply("SmolLM.", "Water boils at [blank] degrees.")
+def test_chat_replies_are_flagged_by_the_shared_rule():
+    """The store flags chat replies with textrules' rule itself, not a copy: its cases (the
+    replies of tests/fill_cases.py, the fills that are none) are in tests/test_textrules.py."""
+    assert is_chat_reply is textrules.is_chat_reply
 
 
 def test_copies_repeats_and_unfinished_sentences():
