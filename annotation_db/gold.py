@@ -154,6 +154,11 @@ def fill_length(spans: Sequence[str]) -> int:
     return len(" ".join(s.strip() for s in spans))
 
 
+def _read(spans: Sequence[str]) -> tuple[str, ...]:
+    """A fill as a reader tells it from another: its spans without spaces around them."""
+    return tuple(s.strip() for s in spans)
+
+
 def _places(n: int, n_outputs: int, rng: random.Random) -> list[int]:
     """Where the true text of each of ``n`` checks stands among its ``n_outputs`` fills sorted
     by length (0: the shortest): each place ``n // n_outputs`` times, the rest drawn without
@@ -293,14 +298,20 @@ def held_out_gold_items(
             spans = [restyle(sp, model[i % len(model)]) for i, sp in enumerate(spans)]
         return [spans[i % len(spans)] for i in range(n_blanks)]
 
-    def side(k: int, n_blanks: int, true: list[str], *, shorter: bool) -> Callable:
+    def side(k: int, n_blanks: int, shown: list[list[str]], *, shorter: bool) -> Callable:
         """For wrong output ``k``: how a passage's fill, as shown, misses being shorter than
-        the true text (or longer): 0 when it is, in characters and not longer in words (or
-        not shorter); 1 when in characters only; 2 when not."""
+        the true text (``shown[0]``) or longer: 0 when it is, in characters and not longer in
+        words (or not shorter); 1 when in characters only; 2 when not; 3 when it reads as one
+        of the check's fills already ``shown`` (restyled, "river," and "River." both read
+        "River.")."""
+        true = shown[0]
         size, words = fill_length(true), _words(true)
+        taken = {_read(f) for f in shown}
 
         def fits(it: ItemIn) -> int:
             mine = shown_wrong(_spans(it), k, n_blanks)
+            if _read(mine) in taken:
+                return 3
             by_size = fill_length(mine) < size if shorter else fill_length(mine) > size
             by_words = _words(mine) <= words if shorter else _words(mine) >= words
             return 0 if by_size and by_words else 1 if by_size else 2
@@ -332,9 +343,9 @@ def held_out_gold_items(
                 key, GOLD_ORIGINAL, fill_blanks(it.text, shown, blank), shown, gold_role="original"
             )
         )
-        wrong = []
+        wrong: list[list[str]] = []
         for k in [*below, *above]:
-            fits = side(k, len(orig), shown, shorter=k in below)
+            fits = side(k, len(orig), [shown, *wrong], shorter=k in below)
             donor = take(targets[k], it.source, fits=fits)
             wrong.append(shown_wrong(_spans(donor), k, len(orig)))
         rng.shuffle(wrong)  # which wrong output is the shorter one says nothing either

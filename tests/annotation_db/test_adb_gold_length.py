@@ -144,3 +144,25 @@ def test_in_every_study_each_place_by_length_holds_a_share_of_the_checks():
             pool, 10, blank="[blank]", n_outputs=3, seed=seed, styles=styles
         )
         assert max(_places(outs)) <= 4, (seed, _places(outs))
+
+
+def test_no_check_shows_two_fills_that_read_the_same():
+    """Restyled, two different held-out spans can read alike ("river," and "River." both as
+    "River." after a system fill "The end."): a check never shows the same fill twice, so
+    none of its wrong fills reads as its true text."""
+    alike = ["river", "River.", "river,", "River", "the river", "The river.", "city", "City."]
+    other = "stone hill lake road town field wood bridge tower gate wall mill".split()
+    pool = [
+        ItemIn(f"h{i}", f"Passage {i} with a [blank] in it.", [w], f"doc{i}")
+        for i, w in enumerate([*alike, *other])
+    ]
+    styles = [["The end."], ["A capital."], ["Quite a long fill here."]] * 4
+    for seed in range(40):
+        _, outs = held_out_gold_items(
+            pool, 3, blank="[blank]", n_outputs=3, seed=seed, styles=styles
+        )
+        by: dict[str, list[tuple[str, ...]]] = collections.defaultdict(list)
+        for o in outs:
+            by[o.item_key].append(tuple(f.strip() for f in o.fills))
+        for key, fills in by.items():
+            assert len(set(fills)) == len(fills), (seed, key, fills)
