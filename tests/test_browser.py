@@ -18,11 +18,10 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from app_fixtures import free_port
+from app_fixtures import app_process, free_port
 
 from annotation_db import AnnotationStore, ItemIn, OutputIn
 
@@ -129,30 +128,10 @@ def served(tmp_path_factory):
     cmd = [sys.executable, "-m", "app", "--base-model", str(paths["base"]), "--adapters",
            adapters, "--device", "cpu", "--port", str(port), "--db-path", str(db),
            "--cache-dir", str(tmp / "cache")]  # fmt: skip
-    log = open(tmp / "app.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the app exited: {(tmp / 'app.log').read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                if time.perf_counter() - t0 > 180:
-                    pytest.fail(f"the app was not ready in 180 s: {(tmp / 'app.log').read_text()}")
-                time.sleep(0.5)
+    with app_process(cmd, env, tmp / "app.log", port) as url:
         print(f"app ready after {time.perf_counter() - t0:.1f} s")
         yield {"url": url, "db": db, "token": token, "phone_token": phone_token, "tmp": tmp}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
-from app_fixtures import admin_request, free_port, make_app
+from app_fixtures import admin_request, app_process, free_port, make_app
 from tiny_models import save_tiny_model, tiny_engine
 
 from app import gpu
@@ -46,11 +45,6 @@ def standin(monkeypatch):
     spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "spaces", module)
     return module
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return tiny_engine()
 
 
 @pytest.fixture
@@ -267,29 +261,9 @@ def test_space_launcher_imports_spaces_first_and_serves_a_tiny_model_without_gpu
         runpy.run_path("space.py", run_name="__main__")
         """
     )
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", spy], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            t0 = time.perf_counter()
-            while True:
-                assert proc.poll() is None, f"the Space exited: {log_path.read_text()[-3000:]}"
-                try:
-                    urllib.request.urlopen(url, timeout=2).read()
-                    break
-                except OSError:
-                    assert time.perf_counter() - t0 < 180, log_path.read_text()[-3000:]
-                    time.sleep(0.5)
-            inputs = ["the cat [blank] on the mat .", "greedy", 1, 1, -1, 3, False]
-            out = _call(url, "infill", inputs)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with app_process([sys.executable, "-c", spy], env, log_path, port) as url:
+        inputs = ["the cat [blank] on the mat .", "greedy", 1, 1, -1, 3, False]
+        out = _call(url, "infill", inputs)
     text = log_path.read_text()
     assert imports.read_text().split()[:2] == ["spaces", "torch"]  # spaces before torch
     assert "ZeroGPU: on" in text and "on cpu" in text, text[-3000:]
