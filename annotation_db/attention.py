@@ -32,7 +32,10 @@ last or the longest output), of the probability of excluding such a rater. Each 
 at its own rate (``careless_fail_rates``): "Yes" or "No" to everything fails every check that
 asks a yes/no or a score question; one who always takes the first, last or longest output
 passes only when the true text stands there, one check in n outputs (the true text's place is
-drawn, and the wrong fills are as long as the systems' fills). The last are the hardest to
+drawn, and so is its place among the check's fills by length, ``gold.held_out_gold_items``).
+One who always takes the shortest output fails as often as one who takes the longest; the
+simulation plays both (``simulate.UNREAD``), the mean here keeps the six ways it was stated
+with, so that a study already made keeps its stated power. The last are the hardest to
 catch, so a study needs more checks than against random raters alone (``against="random"``,
 the rule of studies made before, which a stored study without the field keeps).
 
@@ -102,7 +105,8 @@ def careless_fail_rates(questions: Sequence[Question], n_outputs: int) -> dict[s
     them as high as the true text), "No" to everything rejects the true text, so both fail
     every check with a per-output question; with a preference alone, a tie or "all bad" where
     offered fails too, else their pick (the first, the last) is the true text one time in n.
-    Always the first, last or longest output: right one time in n."""
+    Always the first, last or longest output (or the shortest, not in the mean): right one
+    time in n."""
     per_output = any(q.per_output for q in questions)
     pref = next((q for q in questions if isinstance(q, Preference)), None)
     one_in_n = 1 - 1 / n_outputs

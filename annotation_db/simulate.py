@@ -8,14 +8,21 @@ attentive rater says yes to a system's output with probability (1 - noise) theta
 the rate a study estimates (``true_rates``). A share ``inattentive_share`` of the raters play
 one of ``strategies`` instead (``STRATEGIES`` says what each does): careless ones answer without
 reading (at random, "Yes" or "No" to everything, always the first or last output, the longest
-output), and skimmers read only where a check could be (``"position"``: every item a check can
-stand on, which the placement makes all but the first; ``"gamble"``: until the planned number of
-checks of the run was met, then skimming the rest of the run). Raters arrive one after
-another, open their invite, ask ``next_item``, answer, ``submit`` — exactly what the Rate tab
-does — until every item has its raters; then
-``results`` computes what a researcher would report. Each rater takes ``items_per_rater``
+or the shortest output), and skimmers read only where a check could be (``"position"``: every
+item a check can stand on, which the placement makes all but the first; ``"gamble"``: until the
+planned number of checks of the run was met, then skimming the rest of the run). Raters arrive
+one after another, open their invite, ask ``next_item``, answer, ``submit`` — exactly what the
+Rate tab does — until every item has its raters; then ``results`` computes what a researcher
+would report. Each rater takes ``items_per_rater``
 items, and the study states that number: the checks each rater meets among them are sized by
 ``attention.plan_checks`` (or ``checks_per_rater``) and placed by the store.
+
+The fills look like the systems' (1-12 words, most with a capital, many with a full stop), and
+the attention checks are made as the app makes them (``gold.held_out_gold_items`` from
+held-out passages, styled like the systems' fills), so that a rater who goes by length meets
+the checks a real study shows. Before, a simulated check's true text ("span104") was never
+shorter than its wrong fills and often longer ("span7"), so "always the longest" was excluded
+65% of the time against 81% for "always the first" (bench/bench_study_simulation.py).
 
 ``python bench/bench_study_simulation.py`` runs many such studies and tabulates how often the
 intervals cover the truth; ``tests/annotation_db/test_adb_simulation.py`` runs a few.
@@ -30,7 +37,7 @@ from sqlalchemy import case, func, select
 
 from .attention import CARELESS as ATTENTION_CARELESS
 from .attention import DEFAULT_SLIP, AttentionSettings, planned_settings
-from .gold import make_gold_items
+from .gold import fill_blanks, held_out_gold_items
 from .questions import ALL_BAD, TIE, Preference, first, parse_questions
 from .results import StudyResults
 from .schema import Assignment, Item, Output, Rater, Study
@@ -48,12 +55,21 @@ STRATEGIES: dict[str, str] = {
     "first": "accepts and prefers the first output, rejects the others",
     "last": "accepts and prefers the last output, rejects the others",
     "longest": "accepts and prefers the longest output, rejects the others",
+    "shortest": "accepts and prefers the shortest output, rejects the others",
     "position": "skims (answers at random) every item that certainly is no check: the first",
     "gamble": "reads until the run's planned checks were met, then skims the rest of the run",
 }
 # Strategies that answer checks without reading them: the rule is meant to exclude these
 # (attention.CARELESS: the rule's power is stated against them; careless_fail_rates).
 CARELESS = ATTENTION_CARELESS
+# Every strategy that answers without reading: those, and "always the shortest", which fails a
+# check as often as "always the longest" (the true text stands at each place by length equally
+# often, gold._places), so it is measured beside them but not added to the rule's mean (which
+# would change the stated power of the studies already made).
+UNREAD = (*CARELESS, "shortest")
+# Words of the simulated fills: short and long, so that fills differ in length.
+_WORDS = ("river city north mountain king old war music early new film team small west "
+          "station house family league season long a of in").split()  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -129,20 +145,7 @@ def simulate_study(
     """Create one simulated study in ``store``, rate it to completion, return its results."""
     rng = random.Random(seed)
     c = config
-    passages = [
-        ItemIn(f"s{i}", f"Passage {i} before {BLANK} after.", [f"span{i}"], source=f"doc{i}")
-        for i in range(c.n_items + c.n_gold)
-    ]
-    items, spare = passages[: c.n_items], passages[c.n_items :]  # checks: passages not rated
-    q: dict[tuple[str, str], float] = {}
-    outputs = []
-    for it in items:
-        for system, theta in c.rates.items():
-            q[(it.key, system)] = _beta(rng, theta, c.icc)
-            outputs.append(OutputIn(it.key, system, f"{it.key} with {system} fill.", ["fill"]))
-    gold_items, gold_outputs = make_gold_items(
-        spare, c.n_gold, blank=BLANK, seed=seed, n_outputs=len(c.rates), donors=items
-    )
+    items, outputs, q, gold_items, gold_outputs = study_material(c, rng, seed)
     store.create_study(
         name,
         items + gold_items,
@@ -198,7 +201,7 @@ def simulate_study(
             n_done += not is_check
             labels = [o.label for o in item.outputs]
             pref_q = first(item.questions, Preference)
-            if strategy in CARELESS or skim:
+            if strategy in UNREAD or skim:
                 answers, pref = _careless(rng, "random" if skim else strategy, texts, pref_q)
             else:
                 answers, best = _answer(rng, [q_of_text[t] for t in texts], c.noise)
@@ -227,6 +230,42 @@ def simulate_study(
         strategy_of,
         skimmed,
     )
+
+
+def study_material(c: SimConfig, rng: random.Random, seed: int) -> tuple:
+    """What a simulated study is made of -> (items, their outputs, each output's probability
+    of a yes by (item key, system), the checks' items, their outputs): fills like the
+    systems' (``_fill``), every text its own, and checks made as the app makes them, from
+    held-out passages four times what they need, styled like the systems' fills."""
+    items = [
+        ItemIn(f"s{i}", f"Passage {i} before {BLANK} after.", [_fill(rng)], source=f"doc{i}")
+        for i in range(c.n_items)
+    ]
+    q: dict[tuple[str, str], float] = {}
+    outputs = []
+    for it in items:
+        fills: set[str] = set()
+        for system, theta in c.rates.items():
+            q[(it.key, system)] = _beta(rng, theta, c.icc)
+            fill = _fill(rng)
+            while fill in fills:  # every text of a study is its own (_output_probabilities)
+                fill = _fill(rng)
+            fills.add(fill)
+            outputs.append(OutputIn(it.key, system, fill_blanks(it.text, [fill], BLANK), [fill]))
+    n_outputs = max(len(c.rates), 2)
+    held_out = [
+        ItemIn(f"h{i}", f"Held-out passage {i} before {BLANK} after.", [_fill(rng)], f"held{i}")
+        for i in range(4 * c.n_gold * n_outputs)
+    ]
+    gold_items, gold_outputs = held_out_gold_items(
+        held_out,
+        c.n_gold,
+        blank=BLANK,
+        n_outputs=n_outputs,
+        seed=seed,
+        styles=[o.fills for o in outputs],
+    )
+    return items, outputs, q, gold_items, gold_outputs
 
 
 def study_attention(c: SimConfig) -> AttentionSettings:
@@ -288,11 +327,21 @@ def _careless(
     if strategy == "always-no":
         return [False] * n, ALL_BAD if all_bad else n - 1
     pick = {
-        "first": 0,
-        "last": n - 1,
-        "longest": max(range(n), key=lambda i: (len(texts[i]), rng.random())),
-    }[strategy]
+        "first": lambda: 0,
+        "last": lambda: n - 1,
+        "longest": lambda: max(range(n), key=lambda i: (len(texts[i]), rng.random())),
+        "shortest": lambda: min(range(n), key=lambda i: (len(texts[i]), rng.random())),
+    }[strategy]()
     return [i == pick for i in range(n)], pick
+
+
+def _fill(rng: random.Random) -> str:
+    """A fill as the systems write one: 1-12 words, most with a capital, many with a full
+    stop (the held-out originals are drawn alike)."""
+    text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 12)))
+    if rng.random() < 0.6:
+        text = text[0].upper() + text[1:]
+    return text + rng.choice([".", ".", "", ","])
 
 
 def _output_probabilities(

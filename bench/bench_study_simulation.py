@@ -16,8 +16,9 @@ assignment (``next_item``) and submission (``submit``), then ``results``. Report
   with every rater counted (no exclusion) beside the reported one;
 - the rule against every rater strategy (``annotation_db.simulate.STRATEGIES``) at the Paper
   protocol's size (100 items x 3 raters, 10 checks in the study): the share of each strategy's
-  raters excluded, the recall over the careless ones together, attentive raters excluded, and
-  for the skimmers the share of their regular items answered without reading.
+  raters excluded and kept, the recall over the careless ones together (``simulate.UNREAD``:
+  "always the shortest" and "always the longest" output among them), attentive raters
+  excluded, and for the skimmers the share of their regular items answered without reading.
 
 Each share comes with its 95% Wilson interval; the default size (300 paper-like studies) makes
 each paper-like figure's interval narrower than +/-3 points (coverage near 95% over 300
@@ -54,8 +55,8 @@ from annotation_db import AnnotationStore  # noqa: E402
 from annotation_db.attention import plan_checks, rule_for  # noqa: E402
 from annotation_db.questions import parse_questions  # noqa: E402
 from annotation_db.simulate import (  # noqa: E402
-    CARELESS,
     STRATEGIES,
+    UNREAD,
     SimConfig,
     SimOutcome,
     simulate_study,
@@ -130,9 +131,11 @@ def _strategies(runs: list[SimOutcome]) -> dict:
     out: dict = {}
     for strategy in ("attentive", *STRATEGIES):
         ids = [(r, rid) for r in runs for rid, s in r.strategy_of.items() if s == strategy]
+        kept = sum(rid not in r.excluded and rid not in r.undecided for r, rid in ids)
         row = {
             "raters": len(ids),
             "excluded": _share(sum(rid in r.excluded for r, rid in ids), len(ids)),
+            "kept": _share(kept, len(ids)),
             "undecided": _share(sum(rid in r.undecided for r, rid in ids), len(ids)),
             "what": STRATEGIES.get(strategy, "reads everything, slips now and then"),
         }
@@ -140,7 +143,7 @@ def _strategies(runs: list[SimOutcome]) -> dict:
         if skim:
             row["unread"] = _share(sum(k for k, _ in skim), sum(n for _, n in skim))
         out[strategy] = row
-    careless = [(r, rid) for r in runs for rid, s in r.strategy_of.items() if s in CARELESS]
+    careless = [(r, rid) for r in runs for rid, s in r.strategy_of.items() if s in UNREAD]
     out["careless_mix"] = {
         "raters": len(careless),
         "excluded": _share(sum(rid in r.excluded for r, rid in careless), len(careless)),
@@ -355,8 +358,8 @@ def strategy_table(st: dict) -> list[str]:
         f"rater; {c['inattentive_share']:.0%} of raters play a strategy, each equally often; "
         f"questions {', '.join(c['questions'])}):",
         "",
-        "| raters | what they do | raters | excluded | undecided | regular items unread |",
-        "|---|---|---|---|---|---|",
+        "| raters | what they do | raters | excluded | kept | undecided | regular items unread |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, row in per.items():
         if name == "careless_mix":
@@ -364,12 +367,12 @@ def strategy_table(st: dict) -> list[str]:
         unread = _pct(row["unread"]) if "unread" in row else "-"
         lines.append(
             f"| {name} | {row['what']} | {row['raters']} | {_pct(row['excluded'])} | "
-            f"{_pct(row['undecided'])} | {unread} |"
+            f"{_pct(row['kept'])} | {_pct(row['undecided'])} | {unread} |"
         )
     mix = per["careless_mix"]
     lines += [
-        f"| careless, all together ({', '.join(CARELESS)}) | | {mix['raters']} | "
-        f"{_pct(mix['excluded'])} | | |",
+        f"| careless, all together ({', '.join(UNREAD)}) | | {mix['raters']} | "
+        f"{_pct(mix['excluded'])} | | | |",
     ]
     return lines
 
@@ -415,7 +418,12 @@ def _strategy_sentence(res: dict) -> str:
         return ""
     per = st["per_strategy"]
     each = ", ".join(
-        f"{name} {_short(per[name]['excluded'])}" for name in CARELESS if per[name]["raters"]
+        f"{name} {_short(per[name]['excluded'])}" for name in UNREAD if per[name]["raters"]
+    )
+    kept = ", ".join(
+        f"{name} {_short(per[name]['kept'])}"
+        for name in ("first", "longest", "shortest")
+        if per[name]["raters"]
     )
     skim = "; ".join(
         f"{name}: {_short(per[name]['excluded'])} excluded, "
@@ -427,7 +435,9 @@ def _strategy_sentence(res: dict) -> str:
         f"Against every rater strategy at the Paper protocol's size ({st['studies']} studies of "
         f"{st['config']['n_items']} items) the rule excluded "
         f"{_short(per['careless_mix']['excluded'])} of the careless raters together ({each}) and "
-        f"{_short(per['attentive']['excluded'])} of the attentive ones; skimmers who read "
+        f"{_short(per['attentive']['excluded'])} of the attentive ones, and kept, decided as "
+        f"attentive, {kept} of those who always took the first, the longest or the shortest "
+        f"output; skimmers who read "
         f"wherever a check may stand ({skim}). "
     )
 

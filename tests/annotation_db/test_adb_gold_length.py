@@ -16,6 +16,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from scipy.stats import chisquare
 
 from annotation_db import ItemIn
@@ -166,3 +167,44 @@ def test_no_check_shows_two_fills_that_read_the_same():
             by[o.item_key].append(tuple(f.strip() for f in o.fills))
         for key, fills in by.items():
             assert len(set(fills)) == len(fills), (seed, key, fills)
+
+
+def test_a_rater_who_goes_by_length_fails_checks_as_the_rule_counts():
+    """The rule's power assumes that a rater who always accepts the longest output (and one
+    who always accepts the shortest, which the simulation plays beside it) passes one check in
+    three: on 1500 checks from real passages and fills, shown in a random order, each fails
+    two in three (the rule's rate for "longest"), as "first" does. Before, "shortest" failed
+    63% (942 of 1500) and "longest" 73% (1092)."""
+    from annotation_db.attention import careless_fail_rates, check_passed
+    from annotation_db.questions import appropriate
+    from annotation_db.simulate import _careless
+
+    questions = [appropriate()]
+    rate = careless_fail_rates(questions, 3)["longest"]
+    passages, fills = _real_material()
+    failed, n = collections.Counter(), 0
+    for seed in range(150):
+        rng = random.Random(seed)
+        styles = [[f] for f in rng.sample(fills, 90)]
+        pool = [
+            ItemIn(f"p{i}", f"{r['left']} [blank] {r['right']}", [r["original"]], r["domain"])
+            for i, r in enumerate(rng.sample(passages, 120))
+        ]
+        _, outs = held_out_gold_items(
+            pool, 10, blank="[blank]", n_outputs=3, seed=seed, styles=styles
+        )
+        by: dict[str, list] = collections.defaultdict(list)
+        for o in outs:
+            by[o.item_key].append(o)
+        for check in by.values():
+            rng.shuffle(check)  # the order the rater sees
+            labels = [chr(65 + i) for i in range(len(check))]
+            roles = {lab: o.gold_role for lab, o in zip(labels, check, strict=True)}
+            n += 1
+            for strategy in ("first", "longest", "shortest"):
+                yes, _ = _careless(rng, strategy, [o.text for o in check], None)
+                answers = {lab: {"appropriate": y} for lab, y in zip(labels, yes, strict=True)}
+                failed[strategy] += not check_passed(questions, roles, answers, None)
+    assert n == 1500
+    for strategy in ("first", "longest", "shortest"):
+        assert failed[strategy] / n == pytest.approx(rate, abs=0.025), (strategy, failed)
