@@ -194,8 +194,8 @@ def _rates(res: StudyResults, nm: Names) -> list[str]:
         [plot_label(nm.plain(s.system)) for s in rows],
         [s.appropriate.share for s in rows],
         yerr=[
-            [_below(s.appropriate.low, s.appropriate.share) for s in rows],
-            [_below(s.appropriate.share, s.appropriate.high) for s in rows],
+            [bar_length(s.appropriate.low, s.appropriate.share) for s in rows],
+            [bar_length(s.appropriate.share, s.appropriate.high) for s in rows],
         ],
         capsize=5,
         color="#4f81bd",
@@ -302,7 +302,7 @@ def _preferences(res: StudyResults, nm: Names) -> list[str]:
     ax.errorbar(
         [b.score for b in bt],
         ys,
-        xerr=[[_below(b.low, b.score) for b in bt], [_below(b.score, b.high) for b in bt]],
+        xerr=[[bar_length(b.low, b.score) for b in bt], [bar_length(b.score, b.high) for b in bt]],
         fmt="o",
         capsize=4,
     )
@@ -450,10 +450,11 @@ def _interval(lo: float | None, hi: float | None, fmt, note: str | None) -> str:
     return f"{fmt(lo)} – {fmt(hi)}"
 
 
-def _below(lo: float | None, hi: float | None) -> float:
-    """Length of an error bar from lo up to hi: 0 when undefined (no interval below the
-    minimum number of judgments), or when a percentile bootstrap interval does not reach the
-    point estimate (possible with few judgments)."""
+def bar_length(lo: float | None, hi: float | None) -> float:
+    """Length of an error bar from lo up to hi, never negative (Matplotlib refuses a negative
+    one, and the whole figure with it): 0 when undefined (no interval below the minimum number
+    of judgments, NaN), or when an interval does not reach the point estimate (a percentile
+    bootstrap with few judgments)."""
     if lo is None or hi is None:
         return 0.0
     d = hi - lo

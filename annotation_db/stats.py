@@ -63,10 +63,13 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Proport
 
 
 def _wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's bounds around p, which they always hold: in floating point, 0 of n gave a low
+    end of 2.8e-17 above the share of 0 (1 of 1 a high end just under 1), and a plot's error
+    bar from the share down to it was negative (tour 6, M1)."""
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def clustered_proportion(

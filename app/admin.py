@@ -30,7 +30,7 @@ from annotation_db import (
 )
 from annotation_db import read_items as read_item_file
 from annotation_db.planner import DEFAULT_ICC, plan_study, power_at
-from annotation_db.report import plot_label, write_report
+from annotation_db.report import bar_length, plot_label, write_report
 from annotation_db.results import not_enough
 from magnet_model.systems import TITLES
 
@@ -810,8 +810,10 @@ def _attention_rows(res) -> list[list]:
 
 
 def _rates_plot(res):
-    """Share judged appropriate per system with its interval (matplotlib figure), or None."""
-    rows = [s for s in res.systems if s.appropriate is not None]
+    """Share judged appropriate per system with its interval (matplotlib figure), or None when
+    no system has a yes/no answer yet. A share of 0 is a bar of height 0; an error bar is never
+    negative (bar_length)."""
+    rows = [s for s in res.systems if s.appropriate is not None and s.appropriate.n]
     if not rows:
         return None
     import matplotlib
@@ -822,8 +824,8 @@ def _rates_plot(res):
     fig, ax = plt.subplots(figsize=(5, 3))
     shares = [s.appropriate.share for s in rows]
     err = [
-        [s.appropriate.share - s.appropriate.low for s in rows],
-        [s.appropriate.high - s.appropriate.share for s in rows],
+        [bar_length(s.appropriate.low, s.appropriate.share) for s in rows],
+        [bar_length(s.appropriate.share, s.appropriate.high) for s in rows],
     ]
     names = [f"{plot_label(TITLES.get(s.system, s.system))}\nn = {s.appropriate.n}" for s in rows]
     ax.bar(names, shares, yerr=err, capsize=4)
