@@ -10,10 +10,10 @@ number except the attention table itself, which lists each rater's record and de
 with no one excluded, come beside them (``systems_all_raters``), so a reader sees what the rule
 changed.
 
-Two halves: ``load_study`` reads what the numbers need in one session (SQL only) into plain
-dataclasses (``StudyData``); ``summarize`` and the functions it calls (``attention_checks``,
-``system_results``, ``preference_results``, ``agreement``, ``time_stats``) compute from those,
-with no database, so each can be tested on hand-made data.
+Two halves: ``study_data.load_study`` reads what the numbers need in one session (SQL only)
+into plain dataclasses (``StudyData``); ``summarize`` and the functions it calls
+(``attention_checks``, ``system_results``, ``preference_results``, ``agreement``,
+``time_stats``) compute from those, with no database, so each can be tested on hand-made data.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .attention import EXCLUDED, UNDECIDED, AttentionRule, AttentionSettings, rule_for
+from .attention import EXCLUDED, UNDECIDED, AttentionRule, rule_for
 from .errors import InvalidInputError
-from .queries import questions_of, study_progress
 from .questions import ALL_BAD, TIE, Appropriate, Likert, Preference, Question, first
-from .schema import ARENA_SEEN_UNBLINDED, Assignment, Item, Output, Rater, Rating, Study
+from .schema import Study
 from .stats import (
     MeanCI,
     Proportion,
@@ -41,6 +39,7 @@ from .stats import (
     clustered_proportion,
     krippendorff_alpha,
 )
+from .study_data import Judgment, OutputRow, RatingRow, StudyData, load_study
 from .views import StudyProgress
 
 # Fewer judgments than this give no interval, only "not enough votes": a bootstrap over one or
@@ -156,120 +155,6 @@ def _clean(x: Any) -> Any:
     if hasattr(x, "isoformat"):
         return x.isoformat()
     return x
-
-
-# ---------------------------------------------------------------------- loading (SQL)
-
-
-@dataclass(frozen=True)
-class Judgment:
-    """One answered assignment: an item judged by a rater."""
-
-    rater_id: int
-    item_id: int
-    is_gold: bool
-    gold_passed: bool | None
-    preference: str | None  # "choice", "tie", "all_bad" or None
-    preferred_output_id: int | None
-    output_order: list[int]
-    seconds: float | None  # from shown to answered
-
-
-@dataclass(frozen=True)
-class OutputRow:
-    id: int
-    item_id: int
-    system: str
-
-
-@dataclass(frozen=True)
-class RatingRow:
-    rater_id: int
-    output_id: int
-    answers: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class StudyData:
-    """Everything the statistics need, read in one snapshot; plain values, no ORM rows."""
-
-    name: str
-    questions: list[Question]
-    raters: dict[int, str]  # rater id -> display name
-    judgments: list[Judgment]  # answered assignments, gold included
-    outputs: dict[int, OutputRow]  # outputs of regular (non-gold) items
-    ratings: list[RatingRow]  # ratings of those outputs
-    n_seen_unblinded: int
-    progress: StudyProgress
-    attention: AttentionSettings = field(default_factory=AttentionSettings)
-    check_outputs: int = 0  # outputs an attention check shows (0: the study has none)
-
-
-def load_study(s: Session, study: Study) -> StudyData:
-    """Read a study's answered assignments, outputs and ratings (SQL only, no statistics)."""
-    assignments = s.execute(
-        select(Assignment, Item.is_gold)
-        .join(Item, Item.id == Assignment.item_id)
-        .where(Item.study_id == study.id, Assignment.completed_at.is_not(None))
-    ).all()
-    judgments = [
-        Judgment(
-            a.rater_id,
-            a.item_id,
-            bool(is_gold),
-            a.gold_passed,
-            a.preference,
-            a.preferred_output_id,
-            list(a.output_order),
-            (a.completed_at - a.shown_at).total_seconds() if a.shown_at is not None else None,
-        )
-        for a, is_gold in assignments
-    ]
-    raters = {
-        r.id: r.display_name for r in s.scalars(select(Rater).where(Rater.study_id == study.id))
-    }
-    seen_unblinded = (
-        s.scalar(
-            select(func.count(Item.id)).where(
-                Item.study_id == study.id, Item.source == ARENA_SEEN_UNBLINDED
-            )
-        )
-        or 0
-    )
-    outputs = {
-        o.id: OutputRow(o.id, o.item_id, o.system)
-        for o in s.scalars(
-            select(Output).join(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
-        )
-    }
-    ratings = [
-        RatingRow(r.rater_id, r.output_id, dict(r.answers))
-        for r in s.scalars(
-            select(Rating)
-            .join(Output)
-            .join(Item)
-            .where(Item.study_id == study.id, Item.is_gold.is_(False))
-        )
-    ]
-    check_outputs = s.scalar(
-        select(func.count(Output.id))
-        .join(Item)
-        .where(Item.study_id == study.id, Item.is_gold.is_(True))
-        .group_by(Item.id)
-        .limit(1)
-    )
-    return StudyData(
-        name=study.name,
-        questions=questions_of(study),
-        raters=raters,
-        judgments=judgments,
-        outputs=outputs,
-        ratings=ratings,
-        n_seen_unblinded=seen_unblinded,
-        progress=study_progress(s, study),
-        attention=AttentionSettings.from_dict(study.attention),
-        check_outputs=check_outputs or 0,
-    )
 
 
 def compute_results(

@@ -36,8 +36,9 @@ from hypothesis import strategies as st
 from annotation_db import ItemIn, OutputIn, StudyProgress
 from annotation_db.attention import AttentionSettings
 from annotation_db.questions import appropriate, likert
-from annotation_db.results import Judgment, OutputRow, RatingRow, StudyData, summarize
+from annotation_db.results import summarize
 from annotation_db.stats import clustered_proportion, wilson_interval
+from annotation_db.study_data import Judgment, OutputRow, RatingRow, StudyData
 from app.admin import _rates_plot, _results_rows
 
 SYSTEMS = ("magnet", "base-zero-shot", "base-five-shot")

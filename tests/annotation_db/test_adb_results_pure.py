@@ -10,10 +10,6 @@ from annotation_db import StudyProgress
 from annotation_db.attention import AttentionRule
 from annotation_db.questions import appropriate, likert, preference
 from annotation_db.results import (
-    Judgment,
-    OutputRow,
-    RatingRow,
-    StudyData,
     agreement,
     attention_checks,
     preference_results,
@@ -21,6 +17,7 @@ from annotation_db.results import (
     system_results,
     time_stats,
 )
+from annotation_db.study_data import Judgment, OutputRow, RatingRow, StudyData
 
 
 def _j(rater, item=1, *, gold=False, passed=None, pref=None, chosen=None, order=(1, 2), secs=10.0):
