@@ -37,27 +37,24 @@ import time
 
 from common import Row
 from unit_fills import (
-    dev_sources,
+    CAP,
+    WINDOW,
     finish,
-    heldout_sources,
     magnet_engine,
+    md_head,
+    md_row,
     right_logps,
-    share_cell,
+    rule_fills,
+    share_cells,
+    share_row,
+    split_sources,
+    suite_cases,
     unit_parser,
 )
 
-from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.scoring import (
-    causal_span_nll,
-    hybrid_span_nll,
-    span_cases,
-    span_perplexity,
-)
-from magnet_model.evaluation.suites import fill_flags, unit_cases
+from magnet_model.evaluation.scoring import causal_span_nll, hybrid_span_nll, span_perplexity
 
-CAP = 64
 RIGHT_TOKENS = 8  # tokens after the blank that judge a fill in best:...
-WINDOW = "window"  # the infill task's random 8-32-token windows
 
 
 def hints_of(name: str, case) -> list:
@@ -111,7 +108,7 @@ def fill_setting(engine, cases: list, name: str, scorer, made: dict) -> tuple[li
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = unit_parser(__doc__, 80, "phrase,word,window", "length_hints")
+    p = unit_parser(__doc__, 80, "phrase,word,window", "length_hints", split=True)
     p.add_argument("--settings", default="none,truth,4,12,24,best:4+12+24+none")
     p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
     p.add_argument(
@@ -119,19 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="score the true spans under each setting, make no fills (minutes, not an hour)",
     )
-    p.add_argument(
-        "--split",
-        default="heldout",
-        choices=("heldout", "dev"),
-        help="the evaluator's held-out passages, or the training split's (to choose a setting)",
-    )
     args = p.parse_args(argv)
 
     engine = magnet_engine(args.adapter, args.threads)
     if not engine.runner.gap_rule("magnet").hints:
         raise SystemExit(f"{args.adapter} was not trained to read length hints (its gap rule).")
     scorer = "magnet" if args.scorer == "magnet" else None
-    sources = heldout_sources() if args.split == "heldout" else dev_sources()
+    sources = split_sources(args.split)
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
     report: dict = {
         "adapter": args.adapter,
@@ -148,23 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         "stopped",
         "repeated 3-gram",
     )
-    lines = ["| suite | setting | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    lines = md_head("suite", "setting", *head)
     if args.ppl_only:  # one row per suite: the span PPL under each setting
-        lines = [
-            "| suite | base left-only | " + " | ".join(names) + " |",
-            "|---|---|" + "---|" * len(names),
-        ]
+        lines = md_head("suite", "base left-only", *names)
     rows: list[Row] = []
     t0 = time.perf_counter()
     for domain in args.domains.split(","):
-        passages = sources[domain]()
-        for kind in args.suites.split(","):
-            if kind == WINDOW:
-                cases = span_cases(engine.tokenizer, passages, args.fills, args.seed, 192)
-            else:
-                cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+        for key, kind, cases in suite_cases(args, engine, sources, domain):
             truth = [c.n_tokens for c in cases]
-            key = f"{domain}/{kind}"
             per: dict = {}
             made: dict = {}
             if args.ppl_only:
@@ -174,25 +156,14 @@ def main(argv: list[str] | None = None) -> int:
                 cells = [
                     "–" if p is None else f"{p:.2f} ({p / left_only:.3f}x)" for p in ppls.values()
                 ]
-                lines.append(
-                    f"| {key} ({len(cases)}) | {left_only:.2f} | " + " | ".join(cells) + " |"
-                )
+                lines.append(md_row(f"{key} ({len(cases)})", f"{left_only:.2f}", *cells))
                 print(lines[-1], flush=True)
                 continue
             for name in names:
                 results, chosen = fill_setting(engine, cases, name, scorer, made)
                 shape_kind = "phrase" if kind == WINDOW else kind  # a window: no sentence rule
-                flags = fill_flags(engine, shape_kind, results, "magnet")
-                written = [fill_tokens(engine, r.spans[0].text.strip()) for r in results]
-                pairs = zip(written, truth, strict=True)
-                flags["within_2x"] = [0.5 * t <= w <= 2 * t for w, t in pairs]
-                per[name] = {
-                    "flags": flags,
-                    "length_ratio": sum(written) / sum(truth),
-                    "span_ppl": truth_ppl(engine, cases, name),
-                    "hints": chosen,
-                    "fills": [r.spans[0].text.strip() for r in results],
-                }
+                per[name] = rule_fills(engine, shape_kind, results, truth)
+                per[name].update(span_ppl=truth_ppl(engine, cases, name), hints=chosen)
             if key not in report["suites"]:
                 report["suites"][key] = {"truths": [c.span_text.strip() for c in cases]}
                 left_only = span_perplexity(causal_span_nll(engine, cases, None))
@@ -205,23 +176,14 @@ def main(argv: list[str] | None = None) -> int:
                 ppl = r["span_ppl"]
                 cells = ["–" if ppl is None else f"{ppl:.2f} ({ppl / left_only:.3f}x)"]
                 cells.append(f"{r['length_ratio']:.2f}")
-                for flag in ("within_2x", shape, "stopped", "repeat_3gram"):
-                    paired = off is not None and name != "none"
-                    cell, d = share_cell(r["flags"][flag], off["flags"][flag] if paired else None)
-                    if d is not None:
-                        r.setdefault("paired_vs_none", {})[flag] = d
-                    cells.append(cell)
-                lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
-                if off is not None and name != "none":
-                    rows.append(
-                        Row(
-                            f"{key}: fills within 0.5-2x the true length, {name} vs none",
-                            sum(r["flags"]["within_2x"]) / len(cases),
-                            "share",
-                            sum(off["flags"]["within_2x"]) / len(cases),
-                            "none (no hint: the rule's gap), same cases",
-                        )
-                    )
+                ref = off if name != "none" else None
+                flags = ("within_2x", shape, "stopped", "repeat_3gram")
+                cells += share_cells(r, flags, ref, "paired_vs_none")
+                lines.append(md_row(f"{key} ({len(cases)})", name, *cells))
+                if ref is not None:
+                    measure = f"{key}: fills within 0.5-2x the true length, {name} vs none"
+                    what = "none (no hint: the rule's gap), same cases"
+                    rows.append(share_row(measure, r, off, "within_2x", what))
             print("\n".join(lines[-len(per) :]), flush=True)
     finish(args, engine, rows, report, lines, t0)
     return 0

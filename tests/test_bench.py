@@ -234,3 +234,33 @@ def test_reading_a_paper_study_that_is_not_there_is_one_sentence_and_makes_no_da
         pass  # a database without the study (its making was interrupted before the end)
     assert paper_protocol_fills.main(["--db-path", str(db), "--study", "paper-x"]) == 2
     assert "no study named 'paper-x'" in capsys.readouterr().err
+
+
+def test_the_unit_fill_benches_share_their_flags_cells_and_rows():
+    """unit_fills: --split and --length-bonus parsed once for every bench that takes them; a
+    setting's share cells paired with the reference setting's (the differences kept under the
+    bench's key, none for the reference itself); a share or seconds row against the
+    reference's; the Markdown rows."""
+    p = unit_fills.unit_parser("doc", 40, "word", "x", split=True, bonus_rule="join")
+    args = p.parse_args(["--length-bonus", "0.3, 1", "--split", "dev"])
+    assert args.length_bonus == [0.3, 1.0] and args.split == "dev"
+    assert p.parse_args([]).length_bonus == [] and p.parse_args([]).split == "heldout"
+    assert "rules join+B" in p.format_help()
+    plain = unit_fills.unit_parser("doc", 40, "word", "x").parse_args([])
+    assert not hasattr(plain, "split") and not hasattr(plain, "length_bonus")
+
+    ref = {"flags": {"a": [True, False, False, False], "b": [True] * 4}}
+    r = {"flags": {"a": [True, True, True, False], "b": [True] * 4}}
+    cells = unit_fills.share_cells(r, ("a", "b"), ref, "paired_vs_off")
+    assert cells[0] == unit_fills.share_cell(r["flags"]["a"], ref["flags"]["a"])[0]
+    assert cells[0].startswith("75% (") and ", +50 pts (p=" in cells[0]
+    assert set(r["paired_vs_off"]) == {"a", "b"} and r["paired_vs_off"]["a"]["diff"] == 0.5
+    alone = unit_fills.share_cells(ref, ("a",), None, "paired_vs_off")
+    assert "pts" not in alone[0] and "paired_vs_off" not in ref
+
+    row = unit_fills.share_row("a vs off", r, ref, "a", "off, same fills")
+    assert (row.value, row.unit, row.baseline, row.ratio) == (0.75, "share", 0.25, 3.0)
+    secs = unit_fills.seconds_row("s", {"new": 6.0, "old": 3.0}, "new", "old", 3, "old")
+    assert (secs.value, secs.unit, secs.baseline, secs.baseline_what) == (2.0, "s", 1.0, "old")
+    assert unit_fills.md_head("suite", "rule", "x") == ["| suite | rule | x |", "|---|---|---|"]
+    assert unit_fills.md_row("k (3)", "join", "0.50") == "| k (3) | join | 0.50 |"
