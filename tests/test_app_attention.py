@@ -102,7 +102,7 @@ def test_a_generated_studys_checks_read_as_written_and_wrong_fills_look_like_the
 
 
 def test_admin_results_show_the_rule_and_every_raters_figures(store):
-    from app.admin import _results_rows
+    from app.admin.results import results_rows
 
     _made_study(store, "res", n_items=6, n_gold=2, items_per_rater=8, k=2)
     careful, careless = store.invite_many("res", ["careful", "careless"])
@@ -113,7 +113,7 @@ def test_admin_results_show_the_rule_and_every_raters_figures(store):
             store.submit(inv.token, item.assignment_id, ans)
     res = store.results("res", n_resamples=100)
     assert [a.decision for a in res.attention] == ["undecided", "excluded"]  # 2 checks each
-    rows = {r[0]: r[1:] for r in _results_rows(res)}
+    rows = {r[0]: r[1:] for r in results_rows(res)}
     assert rows["base-zero-shot: judged appropriate, every rater (no exclusion)"][0] == 12
     assert rows["base-zero-shot: judged appropriate"][0] == 6  # careless left out
     excluded = rows["Raters excluded by the attention rule"]

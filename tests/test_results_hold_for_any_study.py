@@ -39,7 +39,7 @@ from annotation_db.questions import appropriate, likert
 from annotation_db.results import summarize
 from annotation_db.stats import clustered_proportion, wilson_interval
 from annotation_db.study_data import Judgment, OutputRow, RatingRow, StudyData
-from app.admin import _rates_plot, _results_rows
+from app.admin.results import rates_plot, results_rows
 
 SYSTEMS = ("magnet", "base-zero-shot", "base-five-shot")
 QUESTIONS = ("appropriate", "likert:fluency", "preference")
@@ -119,9 +119,9 @@ def test_the_results_table_json_and_plot_hold_for_any_counts(data, exclude):
         if s.appropriate is not None and s.appropriate.n:
             _holds(s.appropriate)
     json.dumps(res.to_dict(), allow_nan=False)
-    for row in _results_rows(res):
+    for row in results_rows(res):
         assert len(row) == 4 and not any(NAN.search(str(c)) for c in row), row
-    plot = _rates_plot(res)
+    plot = rates_plot(res)
     if plot is not None:
         assert gr.Plot().postprocess(plot) is not None
 
