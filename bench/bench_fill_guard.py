@@ -24,12 +24,21 @@ from __future__ import annotations
 import time
 
 from common import Row
-from unit_fills import finish, heldout_sources, magnet_engine, share_cell, unit_parser
+from unit_fills import (
+    CAP,
+    finish,
+    heldout_sources,
+    magnet_engine,
+    md_head,
+    md_row,
+    rule_fills,
+    share_cells,
+    share_row,
+    suite_cases,
+    unit_parser,
+)
 
-from magnet_model.evaluation.fills import fill_tokens
-from magnet_model.evaluation.suites import SUITES, fill_flags, unit_cases
-
-CAP = 64
+from magnet_model.evaluation.suites import SUITES
 
 
 def setting(name: str) -> tuple[int, bool, bool]:
@@ -72,46 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
     report: dict = {"adapter": args.adapter, "fills": args.fills, "settings": names, "suites": {}}
     rows: list[Row] = []
-    lines = ["| suite | setting | " + " | ".join(_HEAD) + " |", "|---|---|" + "---|" * len(_HEAD)]
+    lines = md_head("suite", "setting", *_HEAD)
     t0 = time.perf_counter()
     for domain in args.domains.split(","):
-        passages = sources[domain]()
-        for kind in args.suites.split(","):
-            cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
-            truth = sum(c.n_tokens for c in cases)
-            key = f"{domain}/{kind}"
+        for key, kind, cases in suite_cases(args, engine, sources, domain):
+            truth = [c.n_tokens for c in cases]
             per: dict = {}
             for name in names:
-                results = fill_all(engine, "magnet", cases, name)
-                flags = fill_flags(engine, kind, results, "magnet")
-                written = sum(fill_tokens(engine, r.spans[0].text.strip()) for r in results)
-                per[name] = {
-                    "flags": flags,
-                    "length_ratio": written / truth,
-                    "fills": [r.spans[0].text.strip() for r in results],
-                }
+                per[name] = rule_fills(engine, kind, fill_all(engine, "magnet", cases, name), truth)
             off = per.get(args.against)
             for name, r in per.items():
                 shape = "one_sentence" if kind == "sentence" else "no_sentence_end"
-                cells = []
-                for flag in ("repeat_3gram", shape, "stopped"):
-                    paired = off is not None and name != args.against
-                    cell, d = share_cell(r["flags"][flag], off["flags"][flag] if paired else None)
-                    if d is not None:
-                        r.setdefault("paired_vs_off", {})[flag] = d
-                    cells.append(cell)
-                cells.append(f"{r['length_ratio']:.2f}")
-                lines.append(f"| {key} ({len(cases)}) | {name} | " + " | ".join(cells) + " |")
-                if off is not None and name != args.against:
-                    rows.append(
-                        Row(
-                            f"{key}: fills with a repeated 3-gram, {name} vs {args.against}",
-                            sum(r["flags"]["repeat_3gram"]) / len(cases),
-                            "share",
-                            sum(off["flags"]["repeat_3gram"]) / len(cases),
-                            f"{args.against}, same fills",
-                        )
-                    )
+                ref = off if name != args.against else None
+                cells = share_cells(r, ("repeat_3gram", shape, "stopped"), ref, "paired_vs_off")
+                lines.append(
+                    md_row(f"{key} ({len(cases)})", name, *cells, f"{r['length_ratio']:.2f}")
+                )
+                if ref is not None:
+                    measure = f"{key}: fills with a repeated 3-gram, {name} vs {args.against}"
+                    what = f"{args.against}, same fills"
+                    rows.append(share_row(measure, r, off, "repeat_3gram", what))
             report["suites"][key] = per
     finish(args, engine, rows, report, lines, t0)
     return 0

@@ -37,26 +37,27 @@ from dataclasses import dataclass, field
 import torch
 from common import Row
 from unit_fills import (
+    CAP,
     cut,
-    dev_sources,
     finish,
-    heldout_sources,
     magnet_engine,
-    right_logps,
+    md_head,
+    md_row,
     rule_fills,
-    share_cell,
+    scored_stops,
+    seconds_row,
+    share_cells,
+    split_sources,
+    suite_cases,
     unit_parser,
 )
 
-from magnet_model.evaluation.suites import unit_cases
 from magnet_model.inference.blanks import DEFAULT_MARKER, InfillResult
 from magnet_model.inference.infill import infill_lane
 from magnet_model.inference.sampling import Sampling
-from magnet_model.inference.stops import BRANCH_LENGTH_BONUS, LENGTH_BONUS, candidates
+from magnet_model.inference.stops import BRANCH_LENGTH_BONUS, LENGTH_BONUS
 from magnet_model.units import between_sentences
 
-CAP = 64
-RIGHT_TOKENS = 8
 EDGE = " .,;:!?\"'()"
 
 
@@ -93,12 +94,10 @@ def same_words(fill: str, truth: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = unit_parser(__doc__, 40, "sentence,phrase,word", "first_branches")
-    p.add_argument("--branches", type=int, default=4, help="first tokens tried per blank")
-    p.add_argument("--split", default="heldout", choices=("heldout", "dev"))
-    p.add_argument(
-        "--length-bonus", default="", help="comma-separated per-token bonuses B: rules branches+B"
+    p = unit_parser(
+        __doc__, 40, "sentence,phrase,word", "first_branches", split=True, bonus_rule="branches"
     )
+    p.add_argument("--branches", type=int, default=4, help="first tokens tried per blank")
     p.add_argument(
         "--decoder",
         action="store_true",
@@ -106,24 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         "whether the decoder's fill is the offline `branches` rule's)",
     )
     args = p.parse_args(argv)
-    bonuses = [float(b) for b in args.length_bonus.split(",") if b.strip()]
-    rules = ["join", "branches"] + [f"branches+{b:g}" for b in bonuses]
+    rules = ["join", "branches"] + [f"branches+{b:g}" for b in args.length_bonus]
 
     engine = magnet_engine(args.adapter, args.threads)
-    sources = heldout_sources() if args.split == "heldout" else dev_sources()
+    sources = split_sources(args.split)
     report = {"adapter": args.adapter, "fills": args.fills, "split": args.split, "suites": {}}
     report.update(rules=rules, branches=args.branches)
     head = ("length / truth", "within 0.5-2x", "shape", "repeated 3-gram", "= truth")
-    lines = ["| suite | rule | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    lines = md_head("suite", "rule", *head)
     rows: list[Row] = []
     t0 = time.perf_counter()
-    cuts = engine.runner.cut_points
     for domain in args.domains.split(","):
-        passages = sources[domain]()
-        for kind in args.suites.split(","):
-            cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+        for key, kind, cases in suite_cases(args, engine, sources, domain):
             truth = [c.n_tokens for c in cases]
-            key = f"{domain}/{kind}"
             kept: dict[str, list] = {r: [] for r in rules}
             picked_branch = []
             scored = []  # per case: every stop (branch, t, its score without the prior)
@@ -143,11 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 # every branch's stops: (branch, t, span + end + join log P)
                 cands = []
                 for b, r in enumerate(results):
-                    span = r.spans[0]
-                    cs = candidates(span.trace, span.token_ids, span.end_reason, cuts)
-                    fills = [span.token_ids[:t] for t, _, _ in cs]
-                    right = right_logps(engine, "magnet", c, fills, RIGHT_TOKENS)
-                    cands += [(b, t, a + e + q) for (t, a, e), q in zip(cs, right, strict=True)]
+                    stops = scored_stops(engine, "magnet", c, r)
+                    cands += [(b, t, a + e + q) for t, a, e, q in stops]
                 scored.append([(b, t, round(x, 4)) for b, t, x in cands])
                 paths.append([list(r.spans[0].token_ids) for r in results])
                 if args.decoder:
@@ -177,14 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             report["suites"][key].update(picked_branch=picked_branch, stops=scored, paths=paths)
             off = per["join"]
             for rule, r in per.items():
-                cells = [f"{r['length_ratio']:.2f}"]
-                for flag in ("within_2x", shape, "repeat_3gram", "exact"):
-                    against = off["flags"][flag] if rule != "join" else None
-                    cell, d = share_cell(r["flags"][flag], against)
-                    if d is not None:
-                        r.setdefault("paired_vs_join", {})[flag] = d
-                    cells.append(cell)
-                lines.append(f"| {key} ({len(cases)}) | {rule} | " + " | ".join(cells) + " |")
+                ref = off if rule != "join" else None
+                flags = ("within_2x", shape, "repeat_3gram", "exact")
+                cells = share_cells(r, flags, ref, "paired_vs_join")
+                lines.append(
+                    md_row(f"{key} ({len(cases)})", rule, f"{r['length_ratio']:.2f}", *cells)
+                )
                 if rule != "join":
                     rows.append(
                         Row(
@@ -195,15 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                             "join (the greedy branch's best stop), same cases",
                         )
                     )
-            rows.append(
-                Row(
-                    f"{key}: seconds per fill, {args.branches} branches vs greedy",
-                    seconds["all"] / len(cases),
-                    "s",
-                    seconds["greedy"] / len(cases),
-                    "the greedy branch alone (its stop chosen offline), same process",
-                )
-            )
+            measure = f"{key}: seconds per fill, {args.branches} branches vs greedy"
+            what = "the greedy branch alone (its stop chosen offline), same process"
+            rows.append(seconds_row(measure, seconds, "all", "greedy", len(cases), what))
             if args.decoder:
                 pairs = zip(decoded, per["branches"]["fills"], inside, strict=True)
                 same = sum(a == b for a, b, i in pairs if i)
@@ -217,15 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{sum(inside)} blanks it branches ({len(cases) - sum(inside)} between "
                     "sentences, which it decodes from the greedy first token only)"
                 )
-                rows.append(
-                    Row(
-                        f"{key}: seconds per fill, decoder with {args.branches} first tokens vs 1",
-                        seconds["decoder"] / len(cases),
-                        "s",
-                        seconds["decoder_1"] / len(cases),
-                        "the decoder from the greedy first token only, same cases, same process",
-                    )
-                )
+                measure = f"{key}: seconds per fill, decoder with {args.branches} first tokens vs 1"
+                what = "the decoder from the greedy first token only, same cases, same process"
+                rows.append(seconds_row(measure, seconds, "decoder", "decoder_1", len(cases), what))
             other = sum(b > 0 for b in picked_branch)
             print(f"{key}: another branch than the greedy one kept in {other} of {len(cases)}")
             print("\n".join(lines[-len(per) :]), flush=True)

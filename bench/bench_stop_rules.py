@@ -38,74 +38,64 @@ import time
 
 from common import Row
 from unit_fills import (
+    CAP,
     cut,
-    dev_sources,
     finish,
-    heldout_sources,
     magnet_engine,
-    right_logps,
+    md_head,
+    md_row,
     rule_fills,
-    share_cell,
+    scored_stops,
+    seconds_row,
+    share_cells,
+    share_row,
+    split_sources,
+    suite_cases,
     unit_parser,
 )
 
-from magnet_model.evaluation.suites import unit_cases
-from magnet_model.inference.stops import LENGTH_BONUS, candidates
+from magnet_model.inference.stops import LENGTH_BONUS, RIGHT_TOKENS
 
-CAP = 64
-RIGHT_TOKENS = 8
 RULES = ("model", "likeliest", "join-0", "join", "join-free", "join-mean", "decoder")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = unit_parser(__doc__, 40, "sentence,phrase,word", "stop_rules")
-    p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
-    p.add_argument("--split", default="heldout", choices=("heldout", "dev"))
-    p.add_argument(
-        "--length-bonus", default="", help="comma-separated per-token bonuses B: rules join+B"
+    p = unit_parser(
+        __doc__, 40, "sentence,phrase,word", "stop_rules", split=True, bonus_rule="join"
     )
+    p.add_argument("--scorer", default="magnet", choices=("magnet", "base"))
     p.add_argument("--no-decoder", action="store_true", help="skip the decoder's own fill")
     args = p.parse_args(argv)
-    bonuses = [float(b) for b in args.length_bonus.split(",") if b.strip()]
+    bonuses = args.length_bonus
     rules = [r for r in RULES if r != "decoder"] + [f"join+{b:g}" for b in bonuses]
     if not args.no_decoder:
         rules.append("decoder")
 
     engine = magnet_engine(args.adapter, args.threads)
     scorer = "magnet" if args.scorer == "magnet" else None
-    sources = heldout_sources() if args.split == "heldout" else dev_sources()
+    sources = split_sources(args.split)
     report = {"adapter": args.adapter, "fills": args.fills, "split": args.split, "suites": {}}
     report["rules"] = rules
-    head = ("length / truth", "within 0.5-2x", "shape", "repeated 3-gram")
-    lines = ["| suite | rule | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
+    lines = md_head("suite", "rule", "length / truth", "within 0.5-2x", "shape", "repeated 3-gram")
     rows: list[Row] = []
     t0 = time.perf_counter()
     for domain in args.domains.split(","):
-        passages = sources[domain]()
-        for kind in args.suites.split(","):
-            cases = unit_cases(engine.tokenizer, passages, kind, args.fills, args.seed, 256)
+        for key, kind, cases in suite_cases(args, engine, sources, domain):
             truth = [c.n_tokens for c in cases]
-            key = f"{domain}/{kind}"
             kept: dict[str, list] = {r: [] for r in rules}
             seconds = {"model": 0.0, "decoder": 0.0}
             for c in cases:
                 text = c.blanked("[blank]")
                 r = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="model")
                 span = r.spans[0]
-                cuts = engine.runner.cut_points
-                cands = candidates(span.trace, span.token_ids, span.end_reason, cuts)
-                ts = [t for t, _, _ in cands]
-                fills = [span.token_ids[:t] for t in ts]
-                right = right_logps(engine, scorer, c, fills, RIGHT_TOKENS)
+                stops = scored_stops(engine, scorer, c, r)
+                ts = [t for t, _, _, _ in stops]
                 score = {
                     "model": [1.0 if t == len(span.token_ids) else 0.0 for t in ts],
-                    "likeliest": [a + e for _, a, e in cands],
-                    "join-0": [a + e + q for (_, a, e), q in zip(cands, right, strict=True)],
-                    "join-free": [a + q for (_, a, _), q in zip(cands, right, strict=True)],
-                    "join-mean": [
-                        (a + e + q) / (t + 1 + RIGHT_TOKENS)
-                        for (t, a, e), q in zip(cands, right, strict=True)
-                    ],
+                    "likeliest": [a + e for _, a, e, _ in stops],
+                    "join-0": [a + e + q for _, a, e, q in stops],
+                    "join-free": [a + q for _, a, _, q in stops],
+                    "join-mean": [(a + e + q) / (t + 1 + RIGHT_TOKENS) for t, a, e, q in stops],
                 }
                 for b in (LENGTH_BONUS, *bonuses):
                     join = zip(score["join-0"], ts, strict=True)
@@ -132,36 +122,20 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = zip(per["join"]["fills"], per["decoder"]["fills"], strict=True)
                 same = sum(a == b for a, b in pairs)
                 report["suites"][key]["decoder_equals_join"] = same
-                rows.append(
-                    Row(
-                        f"{key}: seconds per fill, decoder (join) vs model",
-                        seconds["decoder"] / len(cases),
-                        "s",
-                        seconds["model"] / len(cases),
-                        "the model's own end, same cases, same process",
-                    )
-                )
+                what = "the model's own end, same cases, same process"
+                measure = f"{key}: seconds per fill, decoder (join) vs model"
+                rows.append(seconds_row(measure, seconds, "decoder", "model", len(cases), what))
                 print(f"{key}: the decoder's fill is the offline join's in {same} of {len(cases)}")
             off = per["model"]
             for rule, r in per.items():
-                cells = [f"{r['length_ratio']:.2f}"]
-                for flag in ("within_2x", shape, "repeat_3gram"):
-                    against = off["flags"][flag] if rule != "model" else None
-                    cell, d = share_cell(r["flags"][flag], against)
-                    if d is not None:
-                        r.setdefault("paired_vs_model", {})[flag] = d
-                    cells.append(cell)
-                lines.append(f"| {key} ({len(cases)}) | {rule} | " + " | ".join(cells) + " |")
-                if rule != "model":
-                    rows.append(
-                        Row(
-                            f"{key}: {shape}, {rule} vs model",
-                            sum(r["flags"][shape]) / len(cases),
-                            "share",
-                            sum(off["flags"][shape]) / len(cases),
-                            "the model's own end, same fills",
-                        )
-                    )
+                ref = off if rule != "model" else None
+                cells = share_cells(r, ("within_2x", shape, "repeat_3gram"), ref, "paired_vs_model")
+                lines.append(
+                    md_row(f"{key} ({len(cases)})", rule, f"{r['length_ratio']:.2f}", *cells)
+                )
+                if ref is not None:
+                    what = "the model's own end, same fills"
+                    rows.append(share_row(f"{key}: {shape}, {rule} vs model", r, off, shape, what))
             print("\n".join(lines[-len(per) :]), flush=True)
     finish(args, engine, rows, report, lines, t0)
     return 0
