@@ -8,6 +8,7 @@ import gradio as gr
 
 from ..model_calls import ModelCalls
 from ..security import cookie_of, cross_origin
+from .view import admin_view
 
 
 class AdminBase(ModelCalls):
@@ -30,6 +31,7 @@ class AdminBase(ModelCalls):
                 print_exception=False,
             )
 
+    @admin_view("Listing the studies")
     def admin_studies(self, request: gr.Request | None) -> gr.update:
         """The study dropdown: every study, the newest one picked; the demo's vote store
         ("arena") is listed for its progress and results, named as such, never picked."""

@@ -17,11 +17,13 @@ from .. import render, studies
 from ..outputs import StudyForm
 from ..services import PROGRESS, user_errors
 from .base import AdminBase
+from .view import admin_view
 
 
 class CreateViews(AdminBase):
     """Create a study (and say which were stopped while generating)."""
 
+    @admin_view("Creating the study")
     def admin_create(
         self,
         request: gr.Request | None,
@@ -128,6 +130,7 @@ class CreateViews(AdminBase):
         msg += f" {note}" if note else ""
         return msg, gr.update(choices=self._study_choices(), value=info.name)
 
+    @admin_view("Filling in the Paper protocol")
     def admin_preset(
         self, request: gr.Request | None, name: str | None = "", preset: str = "paper"
     ) -> StudyForm:
@@ -151,6 +154,7 @@ class CreateViews(AdminBase):
             instructions=p.instructions,
         )
 
+    @admin_view("The planner")
     def admin_plan(
         self,
         p1: float,
@@ -178,6 +182,7 @@ class CreateViews(AdminBase):
             return f"Planner: {e}"
         return line
 
+    @admin_view("Listing the studies stopped while generating")
     def admin_unfinished(self, request: gr.Request | None) -> str:
         self._admin(request)
         lines, stopped = [], []

@@ -17,11 +17,13 @@ from .. import studies
 from ..security import DOWNLOAD_ROUTE
 from ..services import user_errors
 from .base import AdminBase
+from .view import admin_view
 
 
 class ExportViews(AdminBase):
     """Export ratings, write the report, back up the database."""
 
+    @admin_view("The export")
     def admin_export(self, request: gr.Request | None, study: str, fmt: str) -> str:
         """Write the ratings to a private file -> a single-use download link (Markdown)."""
         self._admin(request)
@@ -32,6 +34,7 @@ class ExportViews(AdminBase):
         with user_errors():
             return self._download_link(self.store.export(study, fmt, out))
 
+    @admin_view("The report")
     def admin_report(self, request: gr.Request | None, study: str, exclude: bool = True) -> str:
         """The study's self-contained HTML report -> a single-use download link (Markdown).
         ``exclude``: leave out the raters the attention rule excludes (the report shows every
@@ -45,6 +48,7 @@ class ExportViews(AdminBase):
             path = write_report(self.store, study, out, exclude=bool(exclude), titles=titles)
             return self._download_link(path)
 
+    @admin_view("The backup")
     def admin_backup(self, request: gr.Request | None) -> str:
         """A consistent copy of the database -> a single-use download link (Markdown)."""
         self._admin(request)

@@ -17,6 +17,7 @@ from ..outputs import AdminInvites
 from ..rater import RATER_PATH
 from ..services import user_errors
 from .base import AdminBase
+from .view import admin_view
 
 log = logging.getLogger("app")
 
@@ -27,6 +28,7 @@ NOT_CONFIRMED = "not confirmed"
 class InviteViews(AdminBase):
     """Invite raters, give one rater a new link, revoke a link."""
 
+    @admin_view("Inviting raters")
     def admin_invite(
         self, request: gr.Request | None, study: str, names: str, pending: str = ""
     ) -> AdminInvites:
@@ -105,6 +107,7 @@ class InviteViews(AdminBase):
             return gr.update(value=f"No invite links for '{study}' (the demo's votes)")
         return gr.update(value=f"Create invite links for '{study}'")
 
+    @admin_view("Revoking the invite link")
     def admin_revoke(
         self, request: gr.Request | None, study: str, rater_id: float | str | None
     ) -> str:
@@ -122,6 +125,7 @@ class InviteViews(AdminBase):
             f"their {r.done} answers are kept."
         )
 
+    @admin_view("Making a new invite link")
     def admin_new_link(
         self, request: gr.Request | None, study: str, rater_id: float | str | None
     ) -> str:

@@ -18,6 +18,7 @@ from ..outputs import AdminPanel
 from ..security import CROSS_ORIGIN_LOGIN, cookie_of, cross_origin, session_cookie
 from ..services import client_of
 from .base import AdminBase
+from .view import admin_view
 
 log = logging.getLogger("app")
 
@@ -109,6 +110,7 @@ class LoginViews(AdminBase):
             )
         return out
 
+    @admin_view("Opening the admin panel")
     def admin_panel(self, login_message: str = "", request: gr.Request | None = None) -> AdminPanel:
         """After a login or logout on the page: the panel when this browser sent a live admin
         cookie, else hidden (with why, when the password was right but no cookie came back)."""

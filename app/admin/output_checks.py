@@ -15,6 +15,7 @@ from .. import render, studies
 from ..outputs import DropStep, OutputCheck
 from ..services import PROGRESS, user_errors
 from .base import AdminBase
+from .view import admin_view
 
 log = logging.getLogger("app")
 
@@ -24,6 +25,7 @@ DROP_LABEL = "Drop items with flagged outputs"
 class OutputCheckViews(AdminBase):
     """Check the outputs, make the flagged ones again, drop items with flagged outputs."""
 
+    @admin_view("Checking the outputs")
     def admin_check(self, request: gr.Request | None, study: str | None) -> str:
         """The picked study's outputs checked (annotation_db.fills): per system, how many are
         empty, overlong, unfinished, chat replies, copies or repeats, with examples."""
@@ -35,6 +37,7 @@ class OutputCheckViews(AdminBase):
             return str(e)
         return render.fill_check(study, counts, TITLES, PROBLEMS)
 
+    @admin_view("Making the flagged outputs again")
     def admin_regenerate(
         self,
         request: gr.Request | None,
@@ -74,6 +77,7 @@ class OutputCheckViews(AdminBase):
         )
         return OutputCheck(self.admin_check(request, study), msg)
 
+    @admin_view("Dropping the items with flagged outputs")
     def admin_drop(
         self, request: gr.Request | None, study: str, problems: list[str], pending: str = ""
     ) -> DropStep:

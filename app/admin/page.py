@@ -21,7 +21,6 @@ from ..outputs import (
     DropStep,
     OutputCheck,
     StudyForm,
-    gradio_fn,
     said_in,
 )
 from ..rater_page import RATING
@@ -197,18 +196,21 @@ def admin_tab(app: AdminHandlers) -> None:
     panel_view = AdminPanel.wire(
         panel=panel, message=login_msg, studies=study, unfinished=unfinished, logout=logout
     )
+    # Admin events skip the queue, where Gradio shows no toast for an error: each says a
+    # refusal, or an unexpected error (view.admin_view), in a text of its own (said_in), with
+    # no "Error" pill on the other outputs.
+    show_panel = said_in(app.admin_panel, len(panel_view), 1)  # in the login line
+    demo_choice = said_in(app.admin_demo_choice, 2, 1)  # in the demo's rule
     for event in (login.click, password.submit):  # the button, or Enter in the password box
         event(None, inputs=password, outputs=[password, login_msg], js=LOGIN_JS).then(
-            gradio_fn(app.admin_panel), inputs=login_msg, outputs=panel_view, **RATING
+            show_panel, inputs=login_msg, outputs=panel_view, **RATING
         )
     logout.click(None, outputs=login_msg, js=LOGOUT_JS).then(
-        gradio_fn(app.admin_panel), inputs=login_msg, outputs=panel_view, **RATING
+        show_panel, inputs=login_msg, outputs=panel_view, **RATING
     )
-    # Admin events skip the queue, where Gradio shows no toast for an error: each says a
-    # refusal in a text of its own (said_in), with no "Error" pill on the other outputs.
     set_status.click(
         said_in(app.admin_status, 1, 0), inputs=[study, status], outputs=admin_msg, **RATING
-    ).then(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
+    ).then(demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
     new_link.click(
         said_in(app.admin_new_link, 1, 0), inputs=[study, rater_id], outputs=admin_msg, **RATING
     )
@@ -226,7 +228,7 @@ def admin_tab(app: AdminHandlers) -> None:
     # study (or other problems) drops the question.
     drop_pending, invite_pending = gr.State(""), gr.State("")
     study.change(app.admin_study_status, inputs=study, outputs=status, **RATING)
-    study.change(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
+    study.change(demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
     keep_demo.input(
         said_in(app.admin_keep_demo, 1, 0), inputs=[study, keep_demo], outputs=demo_rule, **RATING
     )
@@ -270,7 +272,10 @@ def admin_tab(app: AdminHandlers) -> None:
     )
     for box in (p1, p2, icc, raters, n_items, n_gold):
         box.change(
-            app.admin_plan, inputs=[p1, p2, raters, icc, n_items, n_gold], outputs=plan, **RATING
+            said_in(app.admin_plan, 1, 0),
+            inputs=[p1, p2, raters, icc, n_items, n_gold],
+            outputs=plan,
+            **RATING,
         )
     create.click(
         said_in(app.admin_create, 2, 0),  # not an "Error" pill over the study list
@@ -292,7 +297,7 @@ def admin_tab(app: AdminHandlers) -> None:
             rows=links, message=invite_msg, pending=invite_pending, button=invite
         ),
         **RATING,
-    ).then(app.admin_demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
+    ).then(demo_choice, inputs=study, outputs=[keep_demo, demo_rule], **RATING)
     prog_btn.click(
         said_in(app.admin_progress, 2, 0),
         inputs=study,

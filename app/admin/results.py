@@ -14,11 +14,13 @@ from magnet_model.systems import TITLES
 from ..outputs import AdminProgress, AdminResults
 from ..services import user_errors
 from .base import AdminBase
+from .view import admin_view
 
 
 class ResultViews(AdminBase):
     """Progress and results of a study."""
 
+    @admin_view("Showing the progress")
     def admin_progress(self, request: gr.Request | None, study: str) -> AdminProgress:
         self._admin(request)
         with user_errors():
@@ -35,6 +37,7 @@ class ResultViews(AdminBase):
         )
         return AdminProgress(summary, rows)
 
+    @admin_view("Showing the results")
     def admin_results(self, request: gr.Request | None, study: str) -> AdminResults:
         """-> a table with n on every row, the results as JSON, a plot of the appropriate
         share per system with intervals."""

@@ -12,6 +12,7 @@ from annotation_db import ARENA_STUDY, AnnotationError
 
 from ..services import user_errors
 from .base import AdminBase
+from .view import admin_view
 
 log = logging.getLogger("app")
 
@@ -32,7 +33,11 @@ class StatusViews(AdminBase):
             return gr.update(value=self.store.study(study).status)
         except AnnotationError:  # gone meanwhile: no status to show
             return gr.update(value=None)
+        except Exception:  # a radio cannot hold a sentence: the check picked with it says it
+            log.exception("Admin: reading the status of study %r failed", study)
+            return gr.update(value=None)
 
+    @admin_view("Setting the status")
     def admin_status(self, request: gr.Request | None, study: str, status: str) -> str:
         """Close, reopen (or set back to draft) a study; raters of a closed one are told so."""
         self._admin(request)
@@ -69,12 +74,14 @@ class StatusViews(AdminBase):
             f"close to an open study's passages are refused.{beside}"
         )
 
+    @admin_view("Showing the demo's rule")
     def admin_demo_choice(self, request: gr.Request | None, study: str | None) -> tuple:
         """The picked study's choice (keep the demo on beside it, or not) and the rule."""
         if not self._is_admin(request):
             return gr.skip(), ""
         return study in self.demo_policy.allowed() if study else False, self.demo_rule()
 
+    @admin_view("Keeping the demo on or pausing it")
     def admin_keep_demo(self, request: gr.Request | None, study: str | None, on: bool) -> str:
         """Keep the demo on beside ``study`` while it runs (or pause it again): the admin's
         choice, knowing what it costs, said back with the rule then in force."""
