@@ -12,7 +12,9 @@ negative, and Results showed three "Error" pills. Hypothesis draws the counts he
   show only some of them, any mix of the question kinds, attention checks or none, raters who
   answer "yes" or "no" to everything, as they find each system, or stop early, a rule strict
   enough to exclude after one failed check or not; then progress, Results, the HTML report
-  and the CSV, JSONL and datasets exports.
+  and the CSV, JSONL and datasets exports;
+- the demo's blind votes ("arena", listed in Admin beside the studies): any choices, ties,
+  "all bad" and votes seen unblinded, through the same views.
 
 No model: the outputs are written by hand.
 """
@@ -42,7 +44,7 @@ from annotation_db.study_data import Judgment, OutputRow, RatingRow, StudyData
 from app.admin.results import rates_plot, results_rows
 
 SYSTEMS = ("magnet", "base-zero-shot", "base-five-shot")
-QUESTIONS = ("appropriate", "likert:fluency", "preference")
+QUESTIONS = ("appropriate", "likert:fluency", "preference", "comment")
 NAN = re.compile(r"\bnan\b", re.IGNORECASE)
 
 
@@ -233,7 +235,7 @@ def _rate(app, name: str, plan: Plan) -> None:
                         rater.likes(o.text) if q == "appropriate" else 2 + 2 * rater.likes(o.text)
                     )
                     for q in plan.questions
-                    if q != "preference"
+                    if q not in ("preference", "comment")
                 }
                 for o in item.outputs
             }
@@ -285,3 +287,30 @@ def test_every_results_view_holds_for_any_counts_exclusions_and_empty_systems(ap
     assert len(csv_lines) == n_ratings + 1 or n_ratings == 0
     folder = app.store.export(name, "datasets", app.downloads.new_path(f"{name}-datasets"))
     assert len((folder / "ratings.jsonl").read_text().splitlines()) == n_ratings
+
+
+@settings(max_examples=10, deadline=None, database=None)
+@given(
+    votes=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(SYSTEMS), min_size=2, unique=True),
+            st.sampled_from(["A", "B", "C", "tie", "all_bad"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_demos_votes_hold_in_every_results_view(app, votes):
+    for systems, choice, seen in votes:
+        if choice == "C" and len(systems) < 3:
+            choice = "tie"
+        outputs = [OutputIn("v", s, f"A fill of {s} .", [s]) for s in systems]
+        app.store.record_blind_vote("A [blank] here.", outputs, choice, seen_unblinded=seen)
+    req = admin_request(app)
+    shown = app.admin_results(req, "arena")
+    json.dumps(shown.results, allow_nan=False)
+    assert all(len(row) == 4 and not any(NAN.search(str(c)) for c in row) for row in shown.table)
+    page = _downloaded(app, app.admin_report(req, "arena", True))
+    assert not NAN.search(re.sub(r"base64,[^']*", "", page))
+    assert _downloaded(app, app.admin_export(req, "arena", "csv")).startswith("study,")
