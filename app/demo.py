@@ -18,6 +18,7 @@ import gradio as gr
 
 from annotation_db import OutputIn
 from magnet_model import systems
+from magnet_model.decoding import FillSettings
 from magnet_model.inference import search
 from magnet_model.inference.blanks import split_blanks
 from magnet_model.inference.engine import END_REASONS
@@ -38,6 +39,7 @@ from .services import (
 from .studies import INFILL_SYSTEMS, MARKER
 
 BLIND_CHOICES = ("A", "B", "C", "tie", "all_bad")
+CONTINUE_NO_REPEAT = 3  # the Continue tab's loop guard: no 3-gram of tokens twice
 MAX_SEED = 2**63 - 1  # seeds are stored as 64-bit integers
 BLIND_MIN_TEMPERATURE, BLIND_MIN_TOP_P = 0.7, 0.9  # blind runs are sampled at least this widely
 
@@ -102,22 +104,19 @@ class DemoHandlers(ModelCalls):
         highlighted text, info), then the blind-vote state, the vote row's visibility and the
         reveal text. Reached only through the queue, after infill_admit counted the call."""
         text, max_span = self._infill_input(text, max_span)
-        decoding = {"max_span_tokens": max_span, "do_sample": sampling == "sampled"}
-        if decoding["do_sample"] or blind:
-            decoding.update(
-                do_sample=True,
-                temperature=float(temperature),
-                top_p=float(top_p),
-                seed=_seed(seed),
-            )
+        settings = FillSettings(max_span)
+        if sampling == "sampled" or blind:
+            settings = FillSettings(max_span, True, float(temperature), float(top_p), _seed(seed))
         if blind:
             # A blind comparison is always sampled, not too close to greedy, with a seed nobody
             # sees: greedy output (or a chosen seed) could be rerun with the names shown.
-            decoding.update(
-                temperature=max(decoding["temperature"], BLIND_MIN_TEMPERATURE),
-                top_p=max(decoding["top_p"], BLIND_MIN_TOP_P),
-                seed=None,
+            settings = FillSettings(
+                max_span,
+                True,
+                max(settings.temperature, BLIND_MIN_TEMPERATURE),
+                max(settings.top_p, BLIND_MIN_TOP_P),
             )
+        decoding = settings.record()  # stored with a blind vote's outputs
         viewers = [f"session:{session_of(request)}", f"client:{quota_client(request)}"]
         digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
         if not blind:
@@ -127,7 +126,7 @@ class DemoHandlers(ModelCalls):
                 self.shown_unblinded[key] = seen  # most recent last
             while len(self.shown_unblinded) > 20_000:
                 self.shown_unblinded.popitem(last=False)
-        results = self._infill_all(text, decoding)
+        results = self._infill_all(text, settings)
         order = list(range(len(INFILL_SYSTEMS)))
         state = None
         if blind:
@@ -167,7 +166,7 @@ class DemoHandlers(ModelCalls):
             cols.append(InfillColumn(title, render.filled_html(r.highlighted()), info))
         reveal = (
             "Vote to see which system wrote which output. Blind comparisons are sampled "
-            f"(temperature {decoding['temperature']:g}, top-p {decoding['top_p']:g}) with a "
+            f"(temperature {settings.temperature:g}, top-p {settings.top_p:g}) with a "
             "hidden seed."
             if blind
             else ""
@@ -261,11 +260,12 @@ class DemoHandlers(ModelCalls):
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: float | str | None = None,
+        loop_guard: bool = False,
         request: gr.Request | None = None,
     ) -> list[dict]:
         """Gradio's validator of continue_: the checks, then the quota, at join."""
         return _admit(
-            6,
+            7,
             [
                 lambda: self.continue_check(prompt, max_new_tokens),
                 lambda: _seed(seed) if sampling == "sampled" else None,
@@ -281,12 +281,17 @@ class DemoHandlers(ModelCalls):
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: float | str | None = None,
+        loop_guard: bool = False,
         request: gr.Request | None = None,
     ) -> Iterator[ContinueView]:
         """Stream MAGNET, base and llm2vec continuations side by side, one token each in turn:
-        each step a column (text, stats) per system. Counted at join (continue_admit)."""
+        each step a column (text, stats) per system. Counted at join (continue_admit).
+        loop_guard: no 3-gram of tokens twice in a continuation, for every system alike (off
+        by default: the side-by-side is the paper's comparison of the raw models)."""
         prompt, n = self.continue_check(prompt, max_new_tokens)
         kw: dict = {"max_new_tokens": n, "do_sample": sampling == "sampled"}
+        if loop_guard:
+            kw["no_repeat"] = CONTINUE_NO_REPEAT
         if kw["do_sample"]:
             kw.update(temperature=float(temperature), top_p=float(top_p), seed=_seed(seed))
         with self.model_gate.interactive():  # a study being generated waits for it

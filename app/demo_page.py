@@ -96,7 +96,15 @@ def infill_tab(app: DemoHandlers) -> None:
     gr.Examples(INFILL_EXAMPLES, inputs=text)
     decoding = _decoding_controls(app, blind)
     span_max = app.settings.max_span_tokens
-    max_span = gr.Slider(1, span_max, value=min(12, span_max), step=1, label="Max span tokens")
+    max_span = gr.Slider(
+        1,
+        span_max,
+        value=min(12, span_max),
+        step=1,
+        label="Max span tokens",
+        info="Caps a blank inside a sentence. A blank between sentences is filled until its "
+        "sentence ends (MAGNET: up to a sentence's length), whatever this says.",
+    )
     fill = gr.Button("Fill the blanks", variant="primary", elem_id="infill-run")
     columns, filled, titles, infos = [], [], [], []
     with gr.Row():
@@ -146,6 +154,12 @@ def continue_tab(app: DemoHandlers) -> None:
     top = app.settings.max_new_tokens
     length = gr.Slider(1, top, value=min(48, top), step=1, label="Max new tokens")
     decoding = _decoding_controls(app)
+    loop_guard = gr.Checkbox(
+        False,
+        label="Loop guard",
+        info="No 3-gram of tokens twice in a continuation, for all three systems alike. Off: "
+        "the raw models, as the paper compares them.",
+    )
     run = gr.Button("Continue", variant="primary", elem_id="continue-run")
     columns = []
     with gr.Row():
@@ -156,7 +170,7 @@ def continue_tab(app: DemoHandlers) -> None:
                 columns.append(ContinueColumn.wire(text=text, stats=gr.Markdown()))
     run.click(
         gradio_fn(app.continue_),
-        inputs=[prompt, length, *decoding],
+        inputs=[prompt, length, *decoding, loop_guard],
         validator=app.continue_admit,
         outputs=ContinueView.wire(columns=columns),
         api_name="continue",

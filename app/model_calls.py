@@ -7,17 +7,21 @@ On ZeroGPU these run in a forked worker: they return picklable values and raise 
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from magnet_model import systems
+from magnet_model.decoding import FillSettings
 from magnet_model.errors import MagnetError
 from magnet_model.inference import search
+from magnet_model.inference.blanks import split_blanks
 from magnet_model.inference.engine import InfillResult
 from magnet_model.metrics import repetition_stats
 from magnet_model.systems import TITLES
+from magnet_model.units import between_sentences
 
 from . import render
 from .gpu import continue_seconds, gpu, infill_seconds, search_seconds
@@ -40,8 +44,15 @@ class ModelCalls(Services):
         super().__post_init__()
         self.compare_infill = gpu(
             self._compare_infill,
-            lambda text, systems, decoding: infill_seconds(
-                text.count(MARKER), decoding["max_span_tokens"]
+            lambda text, systems, settings: infill_seconds(
+                text.count(MARKER), self._longest_span(text, settings)
+            ),
+        )
+        self.compare_infill_many = gpu(
+            self._compare_infill_many,
+            lambda requests: sum(
+                infill_seconds(text.count(MARKER), self._longest_span(text, settings))
+                for text, _, settings in requests
             ),
         )
         self.compare_continue = gpu(
@@ -103,12 +114,24 @@ class ModelCalls(Services):
         if self.cuda_inside_calls:
             self.engine.to_cuda_if_visible()
 
-    def _infill_all(self, text: str, decoding: dict) -> list[InfillResult | Unavailable]:
+    def _longest_span(self, text: str, settings: FillSettings) -> int:
+        """The most tokens one blank's fill may take: the request's cap, or, where a blank
+        stands between sentences, a whole sentence's (MagnetFill.sentence_tokens)."""
+        cap = settings.max_span_tokens or self.engine.config.max_span_tokens
+        fill = self.engine.magnet_fill(settings.magnet)
+        try:
+            pieces = split_blanks(text, MARKER)
+        except MagnetError:
+            return cap  # the call itself says what is wrong with the text
+        between = any(between_sentences(a, b) for a, b in itertools.pairwise(pieces))
+        return max(cap, fill.sentence_tokens) if between and fill.close_sentences else cap
+
+    def _infill_all(self, text: str, settings: FillSettings) -> list[InfillResult | Unavailable]:
         """All three infills of one comparison, run as one batch by the engine (one GPU
         call); Unavailable for a system that is not loaded or failed."""
         ready = [system for system in INFILL_SYSTEMS if not self.availability(system)]
         with self.model_gate.interactive():  # a study being generated waits for it
-            out = self.compare_infill(text, ready, decoding) if ready else []
+            out = self.compare_infill(text, ready, settings) if ready else []
         done = dict(zip(ready, out, strict=True))
         errors = [r for r in out if isinstance(r, MagnetError)]
         if errors and len(errors) == len(out):
@@ -124,12 +147,19 @@ class ModelCalls(Services):
                 results.append(r)
         return results
 
-    def _compare_infill(self, text: str, systems: list[str], decoding: dict) -> list:
+    def _compare_infill(self, text: str, systems: list[str], settings: FillSettings) -> list:
         """engine.compare_infill of the systems on one text: per system an InfillResult or
         the MagnetError that stopped it; an error of the input itself as gr.Error."""
         self._on_device()
         with user_errors():  # the input itself is bad: say so once
-            return self.engine.compare_infill(text, systems, marker=MARKER, **decoding)
+            return self.engine.compare_infill(text, systems, settings, marker=MARKER)
+
+    def _compare_infill_many(self, requests: list) -> Iterator[tuple]:
+        """engine.compare_infill_many of a batch of a study's items (one GPU call): (request,
+        system index, InfillResult or MagnetError) as each output is done."""
+        self._on_device()
+        with user_errors():  # an item itself is bad: say so once
+            yield from self.engine.compare_infill_many(requests, marker=MARKER)
 
     def _compare_continue(self, prompt: str, kw: dict) -> Iterator[ContinueView]:
         """The three continuations grow side by side: rows of one batch, one token each per
@@ -149,13 +179,15 @@ class ModelCalls(Services):
             steps = self.engine.compare_continue(prompt, adapters, **kw) if running else iter(())
         start = time.perf_counter()
         done: set[str] = set()
+        guard = kw.get("no_repeat")
+        ran = f" · loop guard on (no {guard}-gram twice)" if guard else " · no loop guard"
         try:
             for step in steps:
                 for system, (text, reason) in zip(running, step, strict=True):
                     if system in done:
                         continue
                     texts[system] = text.lstrip()  # it continues the prompt: shown alone
-                    stats[system] = _stats(text)
+                    stats[system] = _stats(text) + ran
                     if reason is not None:
                         done.add(system)
                         stats[system] += (

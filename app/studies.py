@@ -9,7 +9,7 @@ import hashlib
 import random
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from annotation_db import (
@@ -20,11 +20,9 @@ from annotation_db import (
     StudyInfo,
     fill_blanks,
     finish_draft,
-    flagged_outputs,
     get_draft,
     held_out_gold_items,
     list_drafts,
-    revise_outputs,
     save_output,
     start_draft,
 )
@@ -38,6 +36,7 @@ from annotation_db.attention import (
 from annotation_db.questions import appropriate, parse_questions
 from magnet_model import systems
 from magnet_model.adapter_meta import adapter_revision
+from magnet_model.decoding import FillSettings
 from magnet_model.errors import InputTooLongError
 from magnet_model.inference.engine import Engine, InfillResult
 from magnet_model.passages import SENTENCE_SPAN_TOKENS, sentence_gaps
@@ -184,7 +183,7 @@ def provenance(engine: Engine, adapter: str) -> tuple[str, str]:
     return model, adapter if where is None else f"{adapter} {adapter_revision(where)}"
 
 
-def _output(item: ItemIn, system: str, r: InfillResult, engine: Engine, decoding: dict):
+def make_output(item: ItemIn, system: str, r: InfillResult, engine: Engine, decoding: dict):
     model, revision = provenance(engine, r.adapter)
     return OutputIn(
         item.key,
@@ -381,7 +380,7 @@ def check_sizes(engine: Engine, items: Sequence[ItemIn], max_span_tokens: int) -
 
 def build_study(
     engine: Engine,
-    compare: Callable[[str, list[str], dict], list],
+    compare: Callable[[list[tuple[str, list[str], FillSettings]]], Iterator[tuple]],
     store: AnnotationStore,
     name: str,
     make_items: Callable[[], StudyMaterial],
@@ -396,8 +395,10 @@ def build_study(
 ) -> tuple[StudyInfo, int]:
     """Generate every system's output for every item, then create the study.
 
-    ``make_items()`` -> the items and the checks' pool (``study_items``); ``compare(text,
-    systems, decoding)`` runs an item's systems as one batch (one GPU call). Each output is
+    ``make_items()`` -> the items and the checks' pool (``study_items``); ``compare(requests)``
+    runs several items' systems, each request (text, systems, FillSettings), as one batch (one
+    GPU call; Engine.compare_infill_many), yielding (request, system index, result) as each
+    output is done; items go to it ``engine.items_per_batch()`` at a time. Each output is
     stored the moment it exists (``annotation_db.drafts``); if a study of this name was being
     generated when the app stopped, its stored items, checks, settings and outputs are used and
     only the missing outputs are made (``make_items`` is not called). Returns the study and how
@@ -418,21 +419,17 @@ def build_study(
             "instructions": instructions,
             "raters_per_item": int(raters_per_item),
             "max_span_tokens": int(max_span_tokens),
-            "decoding": {
-                "do_sample": True,
-                "temperature": STUDY_TEMPERATURE,
-                "top_p": STUDY_TOP_P,
-                "max_span_tokens": int(max_span_tokens),
-                # MAGNET fills' decoding rules, fixed for the study: a draft finished or
-                # a flagged output remade later runs with the same rules on any server
-                "fill_no_repeat": engine.runner.fill_no_repeat,
-                "fill_close_sentences": engine.runner.fill_close_sentences,
-                "fill_stop": engine.runner.fill_stop,
-                "fill_branches": engine.runner.fill_branches,
-                # the prompted baselines' format (by name, per system) and copy guard
-                "prompt_format": engine.prompt_formats(systems),
-                "prompt_no_copy": engine.runner.prompt_no_copy,
-            },
+            # the whole decoding, fixed for the study: a draft finished or a flagged output
+            # remade later runs with the same rules on any server (the prompted baselines'
+            # format by name, per system)
+            "decoding": FillSettings(
+                int(max_span_tokens),
+                True,
+                STUDY_TEMPERATURE,
+                STUDY_TOP_P,
+                magnet=engine.magnet_fill(),
+                prompted=engine.prompted_fill({"format": engine.prompt_formats(systems)}),
+            ).record(),
             "seed": secrets.randbits(62),  # hidden: never shown, not even to the admin
             "n_gold": made.n_gold,
             "n_outputs": made.n_outputs,
@@ -452,15 +449,22 @@ def build_study(
     total = draft.n_needed
     if progress:
         progress(done, total)
-    for item, todo in draft.missing:  # an item's missing systems run as one batch
-        run = replay(decoding)
-        if decoding.get("do_sample"):
-            run["seed"] = item_seed(draft.settings["seed"], item.key)
-        results = compare(item.text, todo, run)
-        for system, r in zip(todo, results, strict=True):
+    run = replay(engine, decoding)
+    missing = list(draft.missing)
+    k = engine.items_per_batch()
+    for start in range(0, len(missing), k):  # K items' missing systems run as one batch
+        batch = missing[start : start + k]
+        requests = [
+            (item.text, todo, run.but(seed=item_seed(draft.settings["seed"], item.key)))
+            if run.do_sample
+            else (item.text, todo, run)
+            for item, todo in batch
+        ]
+        for i, j, r in compare(requests):  # each output stored the moment it is made
             if isinstance(r, Exception):
                 raise r
-            save_output(store, name, _output(item, system, r, engine, decoding))
+            item, todo = batch[i]
+            save_output(store, name, make_output(item, todo[j], r, engine, decoding))
             done += 1
             if progress:
                 progress(done, total)
@@ -468,14 +472,10 @@ def build_study(
     return finish_draft(store, name, gold_items, gold_outputs), reused
 
 
-def replay(decoding: dict) -> dict:
-    """The settings to make another output the way a stored one was made. A study that
-    recorded its fill rules before fills were decoded from several first tokens filled every
-    blank from its greedy path: so it goes on."""
-    run = dict(decoding)
-    if "fill_no_repeat" in run:
-        run.setdefault("fill_branches", 1)
-    return run
+def replay(engine: Engine, decoding: dict) -> FillSettings:
+    """The settings to make another output the way a stored one was made (its record), the
+    rules it predates as they were before them (FillSettings.from_record)."""
+    return FillSettings.from_record(decoding, engine.magnet_fill(), engine.prompted_fill())
 
 
 def _checks(store: AnnotationStore, name: str) -> tuple[list[ItemIn], list[OutputIn]]:
@@ -512,96 +512,3 @@ def _reblanked(pool: Sequence[ItemIn], lengths: Sequence[int], rng: random.Rando
         made = blank_words(_passage(it), rng, n, n)
         out.append(ItemIn(it.key, made[0], [made[1]], it.source) if made else it)
     return out
-
-
-def flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list:
-    """The study's outputs flagged with any of ``problems`` (annotation_db.fills)."""
-    items, outputs = store.items(name)
-    wanted = set(problems)
-    return [f for f in flagged_outputs(items, outputs) if wanted & set(f.problems)]
-
-
-def regenerate_flagged(
-    engine: Engine,
-    compare: Callable[[str, list[str], dict], list],
-    store: AnnotationStore,
-    name: str,
-    problems: Sequence[str],
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[int, int]:
-    """Make every output flagged with one of ``problems`` once more, with the study's decoding
-    and a new seed, and store them in place of the old ones (``annotation_db.revise_outputs``,
-    refused once raters are invited). -> (outputs made again, how many of them are still
-    flagged with one of those problems)."""
-    items, outputs = store.items(name)
-    wanted = set(problems)
-    todo: dict[str, list[str]] = {}
-    for f in flagged_outputs(items, outputs):
-        if wanted & set(f.problems):
-            todo.setdefault(f.item_key, []).append(f.system)
-    by_key = {it.key: it for it in items}
-    stored = {(o.item_key, o.system): o for o in outputs}
-    new: list[OutputIn] = []
-    for done, (key, names) in enumerate(todo.items()):
-        if progress:
-            progress(done, len(todo))
-        decoding = dict(stored[(key, names[0])].decoding or {})
-        run = replay(decoding)
-        if decoding.get("do_sample"):
-            run["seed"] = secrets.randbits(56)  # a new draw, stored with the new output
-        for system, r in zip(names, compare(by_key[key].text, names, run), strict=True):
-            if isinstance(r, Exception):
-                raise r
-            new.append(_output(by_key[key], system, r, engine, decoding))
-    if new:
-        revise_outputs(store, name, replace=new)
-    remade = {(o.item_key, o.system) for o in new}
-    still = [f for f in flagged(store, name, problems) if (f.item_key, f.system) in remade]
-    return len(new), len(still)
-
-
-@dataclass(frozen=True)
-class FlaggedSet:
-    """What one action on flagged outputs would touch, before it runs: the items, how many
-    outputs per (problem, system), and a token naming exactly this set (a confirmation must
-    carry it, so that what is done is what was shown)."""
-
-    study: str
-    problems: tuple[str, ...]
-    keys: tuple[str, ...]  # items with an output flagged with one of the problems
-    per_problem: dict[tuple[str, str], int]  # (problem, system) -> outputs
-    n_items: int  # the study's regular items now
-    n_outputs: int = 0  # outputs flagged with any of the problems
-
-    @property
-    def token(self) -> str:
-        said = "\n".join([self.study, *sorted(self.problems), "", *sorted(self.keys)])
-        return hashlib.sha256(said.encode("utf-8")).hexdigest()[:20]
-
-    def describe(self, titles: dict[str, str]) -> str:
-        """Per problem, the outputs flagged with it per system, in words."""
-        by_problem: dict[str, list[str]] = {}
-        for (problem, system), n in sorted(self.per_problem.items()):
-            by_problem.setdefault(problem, []).append(f"{titles.get(system, system)} {n}")
-        return "; ".join(f"{p}: {', '.join(v)}" for p, v in by_problem.items())
-
-
-def flagged_set(store: AnnotationStore, name: str, problems: Sequence[str]) -> FlaggedSet:
-    """The items and outputs flagged with any of ``problems`` now (nothing is changed)."""
-    found = flagged(store, name, problems)
-    wanted = set(problems)
-    per: dict[tuple[str, str], int] = {}
-    for f in found:
-        for p in wanted & set(f.problems):
-            per[(p, f.system)] = per.get((p, f.system), 0) + 1
-    keys = tuple(dict.fromkeys(f.item_key for f in found))
-    n_items = store.study(name).n_items
-    return FlaggedSet(name, tuple(sorted(wanted)), keys, per, n_items, len(found))
-
-
-def drop_flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list[str]:
-    """Drop every item with an output flagged with one of ``problems`` -> their keys."""
-    keys = list(dict.fromkeys(f.item_key for f in flagged(store, name, problems)))
-    if keys:
-        revise_outputs(store, name, drop=keys)
-    return keys

@@ -68,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
             info, reused = studies.build_study(
                 engine,
-                lambda text, systems, decoding: engine.compare_infill(
-                    text, systems, marker=studies.MARKER, **decoding
-                ),
+                lambda requests: engine.compare_infill_many(requests, marker=studies.MARKER),
                 store,
                 args.name,
                 lambda: studies.study_items(

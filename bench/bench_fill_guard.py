@@ -56,16 +56,8 @@ def fill_all(engine, adapter: str, cases: list, name: str) -> list:
     if plain:  # the ban on every token: no token counts as a word's continuation
         runner._continuations = [False] * len(engine.tokenizer)
     try:
-        return [
-            engine.infill(
-                c.blanked("[blank]"),
-                adapter=adapter,
-                max_span_tokens=CAP,
-                fill_no_repeat=n,
-                fill_close_sentences=close,
-            )
-            for c in cases
-        ]
+        texts = [c.blanked("[blank]") for c in cases]  # many a batch: compare_infill_many
+        return engine.infill_many(texts, adapter, CAP, {"no_repeat": n, "close_sentences": close})
     finally:
         runner._continuations = saved
 

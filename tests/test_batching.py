@@ -145,3 +145,68 @@ def test_a_failing_system_does_not_stop_the_others(tok):
 def test_compare_infill_rejects_unknown_systems(engine):
     with pytest.raises(MagnetError):
         engine.compare_infill(TEXT, ["magnet", "seven-dwarfs"])
+
+
+# ---------------------------------------------------------------- many texts in one batch
+
+MANY_TEXTS = [
+    TEXT,
+    "the dog [blank] in the river .",
+    "a bird [blank] over the [blank] .",
+    "The cat sat . [blank] The dog ran .",
+    "one two [blank] four",
+]
+
+
+def _requests(engine, sampled: bool):
+    base = engine.fill_settings(max_span_tokens=4)
+    return [
+        (
+            text,
+            SYSTEMS,
+            base.but(do_sample=True, temperature=1.5, seed=100 + i) if sampled else base,
+        )
+        for i, text in enumerate(MANY_TEXTS)
+    ]
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_many_texts_in_one_batch_equal_each_text_alone(engine, sampled):
+    """float32: the same tokens whatever the batch, each text with its own seed."""
+    requests = _requests(engine, sampled)
+    alone = [engine.compare_infill(t, s, settings) for t, s, settings in requests]
+    for k in (1, 2, len(requests)):
+        got: dict = {}
+        for i, j, r in engine.compare_infill_many(requests, items_per_batch=k):
+            assert (i, j) not in got  # each output once
+            got[i, j] = r
+        assert sorted(got) == [(i, j) for i in range(len(requests)) for j in range(3)]
+        for i, results in enumerate(alone):
+            for j, r in enumerate(results):
+                assert ids_of(got[i, j]) == ids_of(r), (k, i, SYSTEMS[j])
+                assert got[i, j].seed == r.seed
+
+
+def test_a_batch_of_many_texts_shares_its_forwards(engine, monkeypatch):
+    """K texts' lanes step together: far fewer forwards than the texts one at a time."""
+    calls = []
+    inner = engine.runner.hidden_states
+
+    def spy(*a, **kw):
+        calls.append(1)
+        return inner(*a, **kw)
+
+    monkeypatch.setattr(engine.runner, "hidden_states", spy)
+    # (not the blank between sentences: the tiny model never ends a sentence, so that lane
+    # alone runs 64 steps whatever the batch)
+    requests = [r for r in _requests(engine, False) if "The cat sat ." not in r[0]]
+    list(engine.compare_infill_many(requests, items_per_batch=1))
+    one_at_a_time, calls[:] = len(calls), []
+    list(engine.compare_infill_many(requests, items_per_batch=len(requests)))
+    assert len(calls) < one_at_a_time / 2, (len(calls), one_at_a_time)
+
+
+def test_a_bad_text_among_many_is_refused_before_its_batch_runs(engine):
+    requests = _requests(engine, False) + [("no blank here", SYSTEMS, None)]
+    with pytest.raises(MagnetError, match="blank"):
+        list(engine.compare_infill_many(requests, items_per_batch=len(requests)))

@@ -105,7 +105,7 @@ def test_cached_infill_equals_reference(engine, adapter):
     slow = engine.infill_reference(TEXT, **kw)
     assert ids_of(fast) == ids_of(slow)
     assert [s.end_reason for s in fast.spans] == [s.end_reason for s in slow.spans]
-    kw["fill_stop"] = "model"
+    kw["fill"] = {"stop": "model"}
     fast = engine.infill(TEXT, **kw)
     slow = engine.infill_reference(TEXT, **kw)
     assert ids_of(fast) == ids_of(slow)
@@ -132,18 +132,18 @@ def test_cached_path_does_not_reencode_the_context(engine, monkeypatch):
         return orig(*a, **kw)
 
     monkeypatch.setattr(inner, "forward", spy)
-    r = engine.infill("the cat [blank] on the mat .", max_span_tokens=5, fill_stop="model")
+    r = engine.infill("the cat [blank] on the mat .", max_span_tokens=5, fill={"stop": "model"})
     context = r.context_tokens + 1  # + one <span_start>
     assert fed == [context, 1, 1, 1, 1]
     # the stop rule reads its candidates in one more forward, after the span is decoded
     fed.clear()
-    kw = dict(max_span_tokens=5, fill_stop="join")
-    engine.infill("the cat [blank] on the mat .", fill_branches=1, **kw)
+    kw = dict(max_span_tokens=5)
+    engine.infill("the cat [blank] on the mat .", fill={"stop": "join", "branches": 1}, **kw)
     assert fed[:5] == [context, 1, 1, 1, 1] and len(fed) == 6 and fed[5] > context
     # three more first tokens: one row still, each branch a <span_start> copy and then one
     # token per step beside the greedy path
     fed.clear()
-    engine.infill("the cat [blank] on the mat .", fill_branches=4, **kw)
+    engine.infill("the cat [blank] on the mat .", fill={"stop": "join", "branches": 4}, **kw)
     assert fed[:5] == [context, 1 + 3 * 2, 4, 4, 4] and len(fed) == 6
 
 
@@ -213,7 +213,7 @@ def memoriser(tok):
 def test_trained_model_infills_a_memorised_sentence(memoriser, text, spans):
     for reference in (False, True):
         # the model's own end: trained in the hybrid layout only, it cannot read causally
-        r = memoriser.infill(text, adapter=None, reference=reference, fill_stop="model")
+        r = memoriser.infill(text, adapter=None, reference=reference, fill={"stop": "model"})
         assert [s.text for s in r.spans] == spans
         assert all(s.stopped for s in r.spans)  # each span ended by itself at <span_end>
     assert r.filled == text.replace("[blank]", "{}").format(*spans)
@@ -232,8 +232,8 @@ def _scripted(engine, text, script, **kwargs):
     """Decode one blank of text with a stand-in model whose logits rank the tokens of
     script[step] (a list, best first) above all others: the decoder's rules, not a model."""
     span = kwargs.pop("max_span_tokens", 8)
-    close = kwargs.pop("close_sentences", None)
-    job = infill_job(engine.runner, text, "[blank]", "magnet", span, None, None, close)
+    fill = engine.magnet_fill(kwargs)  # the engine's rules, these changed
+    job = infill_job(engine.runner, text, "[blank]", "magnet", span, None, fill)
     vocab = len(engine.tokenizer)
 
     def step(active, generated):
@@ -716,15 +716,15 @@ def test_fill_guard_stops_a_loop_inside_a_fill_and_can_be_turned_off(engine, tok
     cat, sat, on, dog = ids("cat sat on dog")
     # a model that wants "cat sat on" over and over; its second choice is "dog"
     script = [[cat, dog], [sat, dog], [on, dog]] * 3
-    assert engine.runner.fill_no_repeat == 3  # on by default (ModelSpec)
+    assert engine.runner.magnet_fill.no_repeat == 3  # on by default (ModelSpec)
     got, _ = _scripted(engine, "a [blank]", script, max_span_tokens=7)
     assert got == [cat, sat, on, cat, sat, dog, cat]  # "cat sat on" not twice: dog instead
-    engine.config.fill_no_repeat = 0  # off: the model's own loop
+    engine.config.fill = engine.magnet_fill({"no_repeat": 0})  # off: the model's own loop
     try:
         got, _ = _scripted(engine, "a [blank]", script, max_span_tokens=7)
         assert got == [cat, sat, on, cat, sat, on, cat]
     finally:
-        engine.config.fill_no_repeat = None
+        engine.config.fill = None
 
 
 def test_a_fill_between_sentences_ends_only_where_a_sentence_ends(engine, tok):
@@ -733,7 +733,7 @@ def test_a_fill_between_sentences_ends_only_where_a_sentence_ends(engine, tok):
     end = engine.runner.roles("magnet").span_end
     # a model that wants to stop after every token; its second choice writes "cat sat ."
     script = [[cat], [end, sat], [end, dot], [end, cat], [end, sat]]
-    assert engine.runner.fill_close_sentences  # on by default (ModelSpec)
+    assert engine.runner.magnet_fill.close_sentences  # on by default (ModelSpec)
     # after a sentence, at the end: whole sentences go there, so it writes to the full stop
     assert _scripted(engine, "the dog ran . [blank]", script) == ([cat, sat, dot], "end")
     # inside a sentence the rule does not apply: the model stops where it likes
@@ -741,17 +741,38 @@ def test_a_fill_between_sentences_ends_only_where_a_sentence_ends(engine, tok):
     # off for this request, or for the engine: the model's own stop
     got = _scripted(engine, "the dog ran . [blank]", script, close_sentences=False)
     assert got == ([cat], "end")
-    engine.config.fill_close_sentences = False
+    engine.config.fill = engine.magnet_fill({"close_sentences": False})
     try:
         assert _scripted(engine, "the dog ran . [blank]", script) == ([cat], "end")
     finally:
-        engine.config.fill_close_sentences = None
-    # no sentence end in sight: the fill runs to its cap (and says so), never cut mid-way
-    script = [[cat], [end, sat], [end, sat], [end, cat]]
-    got = _scripted(engine, "the dog ran . [blank]", script, max_span_tokens=4)
-    assert got == ([cat, sat, sat, cat], "max")
+        engine.config.fill = None
+    # no sentence end in sight: the fill runs to a sentence's length (and says so)
+    script = [[cat], [end, sat], [end, sat], [end, cat]] + [[end, sat]] * 60
+    got = _scripted(
+        engine, "the dog ran . [blank]", script, max_span_tokens=4, sentence_tokens=6, no_repeat=0
+    )
+    assert got == ([cat, sat, sat, cat, sat, sat], "max")
     with pytest.raises(InputError, match="fill_close_sentences must be true or false"):
-        engine.infill("the dog ran . [blank]", fill_close_sentences="yes")
+        engine.infill("the dog ran . [blank]", fill={"close_sentences": "yes"})
+
+
+def test_a_blank_between_sentences_runs_past_the_span_cap_until_its_sentence_ends(engine, tok):
+    """The span cap (the demo's slider) caps blanks inside a sentence; a removed sentence
+    comes back whole up to MagnetFill.sentence_tokens (64 by default), the cap alone only with
+    sentence_tokens 0."""
+    ids = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    cat, sat, dot = ids("cat sat .")
+    end = engine.runner.roles("magnet").span_end
+    script = [[cat], [sat], [sat], [sat], [end, dot], [end, cat]]
+    got = _scripted(engine, "the dog ran . [blank]", script, max_span_tokens=2, no_repeat=0)
+    assert got == ([cat, sat, sat, sat, dot], "end")
+    got = _scripted(engine, "the dog ran . [blank]", script, max_span_tokens=2, sentence_tokens=0)
+    assert got == ([cat, sat], "max")
+    # inside a sentence the cap holds
+    assert _scripted(engine, "the [blank] sat .", script, max_span_tokens=2)[0] == [cat, sat]
+    # the engine's call, end to end: a long enough fill for a blank between sentences
+    job = infill_job(engine.runner, "the dog ran . [blank]", "[blank]", "magnet", 2, None)
+    assert job.limits == [64]
 
 
 def test_a_blank_stands_between_sentences_after_an_end_and_before_a_capital():
@@ -795,3 +816,18 @@ def test_fill_guard_bans_what_completes_a_repeat_but_never_a_word_continuation()
     # like letters; a piece of one character ("âĢ", two of the quote's three bytes) is not cut
     assert cont == [False, False, True, False, False, True, False, False, True]
     assert word_continuations(make_tiny_tokenizer()) == [False] * len(make_tiny_tokenizer())
+
+
+def test_a_continuation_can_be_guarded_against_loops_and_is_not_by_default(engine):
+    def repeated(ids):
+        grams = [tuple(ids[i : i + 3]) for i in range(len(ids) - 2)]
+        return len(grams) - len(set(grams))
+
+    free = engine.generate("the cat", "magnet", max_new_tokens=60)
+    assert repeated(free.token_ids) > 0  # the raw tiny model loops, greedy
+    guarded = engine.generate("the cat", "magnet", max_new_tokens=60, no_repeat=3)
+    assert repeated(guarded.token_ids) == 0 and len(guarded.token_ids) > 3
+    streamed = list(engine.compare_continue("the cat", ["magnet"], 60, no_repeat=3))[-1]
+    assert streamed[0][0] == guarded.text
+    with pytest.raises(InputError, match="no_repeat must be a whole number"):
+        engine.generate("the cat", max_new_tokens=5, no_repeat=-1)

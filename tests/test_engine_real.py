@@ -64,7 +64,7 @@ def test_a_word_blank_gets_a_word_that_fits_from_another_first_token(magnet):
     # the shipped adapter's likeliest first token here is " was" ("She was the letter ..."):
     # decoded from four first tokens, the fill that reads best with the text after it is a verb
     text = "She [blank] the letter and put it back in the drawer."
-    greedy = magnet.infill(text, fill_branches=1).spans[0].text.strip()
-    four = magnet.infill(text, fill_branches=4).spans[0].text.strip()
+    greedy = magnet.infill(text, fill={"branches": 1}).spans[0].text.strip()
+    four = magnet.infill(text, fill={"branches": 4}).spans[0].text.strip()
     assert greedy == "was"
     assert four in {"wrote", "read", "opened", "folded", "took", "signed", "found", "received"}

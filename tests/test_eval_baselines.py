@@ -9,6 +9,7 @@ import pytest
 import torch
 from tiny_models import tiny_engine
 
+from magnet_model.decoding import PromptedFill
 from magnet_model.evaluation import baselines
 from magnet_model.evaluation.baselines import BaselineCache
 from magnet_model.evaluation.scoring import span_cases
@@ -33,7 +34,7 @@ def test_a_second_run_reuses_the_fills_and_scores_without_the_model(engine, tmp_
     def no_model(*a, **k):
         raise AssertionError("the model ran for a cached baseline")
 
-    monkeypatch.setattr(engine, "infill_prompted", no_model)
+    monkeypatch.setattr(engine, "compare_infill_many", no_model)
     monkeypatch.setattr(baselines.scoring, "prompted_span_nll", no_model)
     again = BaselineCache(engine, tmp_path)
     assert again.fill(TEXT, 0, 8) == made  # every field, the spans' ids and end reasons too
@@ -52,7 +53,7 @@ def test_a_format_or_copy_guard_of_its_own_is_another_entry(engine, tmp_path, mo
     cache.fill(TEXT, 5, 8, "plain-prefix")
     cache.fill(TEXT, 5, 8, "plain", 0)
     assert (cache.hits, cache.misses) == (1, 3)
-    monkeypatch.setattr(engine.config, "prompt_format", "plain-prefix")
+    monkeypatch.setattr(engine.config, "prompted", PromptedFill("plain-prefix"))
     cache.fill(TEXT, 5, 8)  # the engine's format changed: its entry, made above
     assert (cache.hits, cache.misses) == (2, 3)
 
@@ -101,3 +102,12 @@ def test_a_torn_last_line_is_skipped_and_no_folder_keeps_nothing(engine, tmp_pat
     off = BaselineCache(engine, None)
     off.fill(TEXT, 0, 8)
     assert off.path is None and off.misses == 1
+
+
+def test_many_fills_run_as_one_batch_give_each_fill_alone(engine, tmp_path):
+    texts = [TEXT, "the dog [blank] in the river .", "one two [blank] four"]
+    many = BaselineCache(engine, tmp_path / "many").fill_many(texts, 5, 8)
+    alone = [engine.infill_prompted(t, shots=5, max_span_tokens=8) for t in texts]
+    assert [r.spans[0].token_ids for r in many] == [r.spans[0].token_ids for r in alone]
+    again = BaselineCache(engine, tmp_path / "many")
+    assert again.fill_many(texts[::-1], 5, 8) == many[::-1] and again.hits == 3

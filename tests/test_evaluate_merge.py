@@ -9,6 +9,7 @@ import shutil
 import pytest
 from tiny_models import tiny_engine
 
+from magnet_model.decoding import MagnetFill
 from magnet_model.errors import InputError
 from magnet_model.evaluation import evaluate as ev
 from magnet_model.evaluation import merge
@@ -138,26 +139,37 @@ def test_a_part_with_other_attempts_per_prompted_reply_is_refused():
     merge.check_engine({"adapters": {}}, now, "X")  # a report from before the field
 
 
+def _engine(**rules) -> dict:
+    return {**MagnetFill(**rules).record(), "adapters": {}}
+
+
 def test_fills_cut_by_the_stop_rule_are_not_added_to_fills_ended_by_the_model():
-    now = {"fill_no_repeat": 3, "fill_stop": "join", "fill_branches": 1, "adapters": {}}
+    now = _engine(stop="join", branches=1)
     with pytest.raises(InputError, match="--fill-stop"):
         merge.check_engine({**now, "fill_stop": "model"}, now, "X")
     # a report from before the rule recorded its engine but not the rule: its fills were the
-    # model's own ends
+    # model's own ends (and it predates the later rules too)
     with pytest.raises(InputError, match="'model' there, 'join' now"):
         merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, now, "X")
-    merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, {**now, "fill_stop": "model"}, "X")
+    before = _engine(close_sentences=False, stop="model", branches=1, sentence_tokens=0)
+    merge.check_engine({"fill_no_repeat": 3, "adapters": {}}, before, "X")
 
 
 def test_fills_from_several_first_tokens_are_not_added_to_greedy_ones():
-    now = {"fill_no_repeat": 3, "fill_stop": "join", "fill_branches": 4, "adapters": {}}
+    now = _engine(stop="join", branches=4)
     with pytest.raises(InputError, match="--fill-branches"):
         merge.check_engine({**now, "fill_branches": 1}, now, "X")
     # a report from before branching: its fills came from the greedy path only
-    old = {"fill_no_repeat": 3, "fill_stop": "join", "adapters": {}}
+    old = {k: v for k, v in now.items() if k not in ("fill_branches", "fill_sentence_tokens")}
     with pytest.raises(InputError, match="1 there, 4 now"):
         merge.check_engine(old, now, "X")
-    merge.check_engine(old, {**now, "fill_branches": 1}, "X")
+    merge.check_engine(old, {**now, "fill_branches": 1, "fill_sentence_tokens": 0}, "X")
+
+
+def test_a_blank_between_sentences_capped_differently_is_not_added():
+    now = _engine()
+    with pytest.raises(InputError, match="--fill-sentence-tokens"):
+        merge.check_engine({**now, "fill_sentence_tokens": 0}, now, "X")
 
 
 def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_path):
@@ -168,3 +180,18 @@ def test_a_report_from_before_the_adapter_record_is_read_from_its_command(tmp_pa
     merge.check_engine(old, now, "X")  # same folder: accepted (no hash to compare there)
     with pytest.raises(InputError, match="does not record where its adapters came from"):
         merge.check_engine({"command": "python -m magnet_model.evaluation.evaluate"}, now, "X")
+
+
+def test_a_size_the_report_predates_is_not_compared_but_the_others_are():
+    """A report from before the speeches domain has no n_speech_passages: a part that reads
+    the domains it has still joins it; a size it records still has to match."""
+    cfg = ev.config_from_args(ev.build_parser().parse_args(["--domains", "wikipedia,news"]))
+    now = ev.run_conditions(cfg)
+    then = {**now, "sizes": {k: v for k, v in now["sizes"].items() if k != "n_speech_passages"}}
+    merge.check_run(then, now, "X")
+    with pytest.raises(InputError, match="the size flags"):
+        merge.check_run(then, {**now, "sizes": {**now["sizes"], "n_news_passages": 9}}, "X")
+    with pytest.raises(InputError, match="--domains"):
+        merge.check_run(
+            then, ev.run_conditions(ev.config_from_args(ev.build_parser().parse_args([]))), "X"
+        )

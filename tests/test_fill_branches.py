@@ -61,7 +61,7 @@ class FirstToken(Sampling):
 
 def test_each_branch_is_the_fill_that_starts_with_its_token(engine, paths):
     text = "the cat [blank] on the mat ."
-    engine.infill(text, max_span_tokens=6, fill_branches=4)
+    engine.infill(text, max_span_tokens=6, fill={"branches": 4})
     (spans,) = paths
     assert [layer for _, layer, _ in spans] == [0, 1, 2, 3]
     firsts = [g[0] for _, _, g in spans]
@@ -69,24 +69,23 @@ def test_each_branch_is_the_fill_that_starts_with_its_token(engine, paths):
     paths.clear()
     for _, layer, g in spans[1:]:
         # the same blank filled alone, its first token forced, the rest greedy
-        lane = infill_lane(
-            engine.runner, text, "magnet", "[blank]", 6, None, FirstToken(first=g[0]),
-            stop="model", branches=1,
-        )  # fmt: skip
+        fill = engine.magnet_fill({"stop": "model", "branches": 1})
+        job = infill_job(engine.runner, text, "[blank]", "magnet", 6, None, fill)
+        lane = infill_lane(engine.runner, job, "magnet", FirstToken(first=g[0]))
         engine.runner.run_one(lane)
         assert paths[-1][0][2] == g, f"branch {layer}"
 
 
 def test_branching_fills_are_the_same_on_the_cached_and_the_reference_path(engine, paths):
     for kw in (dict(), dict(do_sample=True, temperature=1.5, top_p=0.9, seed=11)):
-        fast = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=3, **kw)
-        slow = engine.infill_reference(TEXT, max_span_tokens=[6, 3, 9], fill_branches=3, **kw)
+        fast = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 3}, **kw)
+        slow = engine.infill_reference(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 3}, **kw)
         assert paths[-2] == paths[-1]  # every branch of every blank, token for token
         assert len(paths[-1]) == 9  # three blanks inside sentences, three paths each
         assert [s.token_ids for s in fast.spans] == [s.token_ids for s in slow.spans]
         assert [s.end_reason for s in fast.spans] == [s.end_reason for s in slow.spans]
     # the same seed draws the same branches
-    again = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=3, **kw)
+    again = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 3}, **kw)
     assert [s.token_ids for s in again.spans] == [s.token_ids for s in fast.spans]
 
 
@@ -103,9 +102,8 @@ def test_branching_fills_are_the_same_on_the_cached_and_the_reference_path(engin
 )
 def test_which_blanks_branch(engine, text, kw, branches):
     kw = {"branches": 4, **kw}
-    job = infill_job(
-        engine.runner, text, "[blank]", "magnet", 6, kw.pop("fixed_lengths", None), **kw
-    )
+    fixed = kw.pop("fixed_lengths", None)
+    job = infill_job(engine.runner, text, "[blank]", "magnet", 6, fixed, engine.magnet_fill(kw))
     assert job.branch_at == branches
 
 
@@ -115,7 +113,8 @@ def test_the_kept_fill_is_the_best_stop_of_all_paths():
     trace_g = [(-0.1, -3.0), (-0.1, -2.0), (-0.1, -2.0), (-0.5, -0.5)]
     trace_o = [(-1.0, -3.0), (-0.2, -0.2)]
     job = SimpleNamespace(
-        stop="join", bos=None, piece_ids=[[1, 2, 3], right], trace=[trace_g, trace_o],
+        fill=SimpleNamespace(stop="join"), bos=None, piece_ids=[[1, 2, 3], right],
+        trace=[trace_g, trace_o],
         fixed=[False], min_tokens=1, blank_of=[0, 0],
     )  # fmt: skip
     runner = SimpleNamespace(cut_points=[True] * VOCAB, max_input_tokens=1000)
@@ -136,7 +135,7 @@ def test_the_kept_fill_is_the_best_stop_of_all_paths():
 @pytest.mark.parametrize("bad", [0, 9, True, "4"])
 def test_a_bad_number_of_branches_is_one_clear_sentence(engine, bad):
     with pytest.raises(InputError, match="fill_branches must be a whole number from 1"):
-        engine.infill("the cat [blank] on the mat .", fill_branches=bad)
+        engine.infill("the cat [blank] on the mat .", fill={"branches": bad})
 
 
 def test_the_branches_setting_reaches_the_spec(monkeypatch):

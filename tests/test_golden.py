@@ -70,8 +70,7 @@ def outputs(engine) -> dict:
     (the raw decoder the records were made from; the guard has tests of its own) and from
     their greedy first token (the records came before branching), but for the `_branches`
     records."""
-    engine.config.fill_no_repeat = 0
-    engine.config.fill_branches = 1
+    engine.config.fill = engine.magnet_fill({"no_repeat": 0, "branches": 1})
     sents = ["the cat sat on the mat .", "a small bird flew over the river", "one two three"]
     out: dict = {}
     out["infill_one"] = _infill(engine.infill(ONE, max_span_tokens=6))
@@ -81,7 +80,9 @@ def outputs(engine) -> dict:
     out["infill_sampled"] = _infill(engine.infill(MANY, max_span_tokens=5, **SAMPLED))
     out["infill_reference"] = _infill(engine.infill_reference(MANY, max_span_tokens=4))
     for name, kw in (("infill_branches", {}), ("infill_branches_sampled", SAMPLED)):
-        out[name] = _infill(engine.infill(MANY, max_span_tokens=[6, 3, 9], fill_branches=4, **kw))
+        out[name] = _infill(
+            engine.infill(MANY, max_span_tokens=[6, 3, 9], fill={"branches": 4}, **kw)
+        )
     for shots in (0, 5):
         r = engine.infill_prompted(MANY, shots=shots, max_span_tokens=4)
         out[f"prompted_{shots}"] = _infill(r)

@@ -78,11 +78,11 @@ def test_auto_asks_each_systems_measured_default_in_the_template_the_tokenizer_h
 
 def test_a_chat_format_on_a_tokenizer_without_a_chat_template_is_refused_in_a_sentence(engine):
     with pytest.raises(InputError, match="no chat template: ask in a plain format"):
-        engine.infill_prompted("the cat [blank] on the mat .", prompt_format="chat")
+        engine.infill_prompted("the cat [blank] on the mat .", prompted={"format": "chat"})
     with pytest.raises(InputError, match="format must be auto or one of chat, "):
-        engine.infill_prompted("the cat [blank] on the mat .", prompt_format="fancy")
+        engine.infill_prompted("the cat [blank] on the mat .", prompted={"format": "fancy"})
     with pytest.raises(InputError, match="prompt_no_copy must be a whole number"):
-        engine.infill_prompted("the cat [blank] on the mat .", prompt_no_copy=-1)
+        engine.infill_prompted("the cat [blank] on the mat .", prompted={"no_copy": -1})
 
 
 @pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_a_nearest_prompt_holds_the_pools_examples_not_the_fixed_ones(engine, po
     assert all(e.text in prompt and e.answer in prompt for e in near)
     assert not any(text in prompt for text, _ in prompts.EXAMPLES)
     r = engine.infill_prompted(
-        "the cat [blank] on the mat .", shots=2, prompt_format="plain-nearest"
+        "the cat [blank] on the mat .", shots=2, prompted={"format": "plain-nearest"}
     )
     assert r.system == "2-shot" and len(r.spans) == 1
 
@@ -218,7 +218,7 @@ def test_a_fill_records_how_often_the_guard_refused_a_token(engine, monkeypatch)
         yield  # a generator, as answer_steps is
 
     monkeypatch.setattr(prompted, "answer_steps", reply)
-    (span,) = engine.infill_prompted("the cat [blank] on the mat", prompt_no_copy=5).spans
+    (span,) = engine.infill_prompted("the cat [blank] on the mat", prompted={"no_copy": 5}).spans
     assert (span.text, span.copy_blocks) == ("sat", 3)
 
 
@@ -234,14 +234,14 @@ def test_the_guard_runs_on_a_real_prompt_with_its_passage_and_examples(engine, m
 
     monkeypatch.setattr(prompted, "ReplyRules", spy)
     text = "one two three four five six seven [blank] paris france capital music art science"
-    engine.infill_prompted(text, shots=5, prompt_format="plain")
+    engine.infill_prompted(text, shots=5, prompted={"format": "plain"})
     (guard,) = seen
     assert guard.copies("two three four five six seven")
     assert guard.copies("paris france capital music art science")
     assert guard.copies("He bought a cookbook and a")  # an example's answer
     assert not guard.copies("seven paris france capital music art")  # across the blank
     seen.clear()
-    engine.infill_prompted(text, shots=5, prompt_format="plain", prompt_no_copy=0)
+    engine.infill_prompted(text, shots=5, prompted={"format": "plain", "no_copy": 0})
     assert seen == [None]
 
 
@@ -256,7 +256,7 @@ def test_compare_infill_asks_each_prompted_system_in_its_own_format(engine, monk
     monkeypatch.setattr(prompts, "build_prompt", spy)
     formats = {"zero-shot": "plain-prefix", "five-shot": "plain"}
     engine.compare_infill("the cat [blank] on the mat .", ["zero-shot", "five-shot"],
-                          prompt_format=formats)  # fmt: skip
+                          prompted=engine.prompted_fill({"format": formats}))  # fmt: skip
     assert {(0, "plain-prefix"), (5, "plain")} <= set(asked)
     assert engine.prompt_formats(["magnet", "zero-shot", "five-shot"]) == {
         "zero-shot": "plain",

@@ -16,11 +16,11 @@ import torch
 from test_engine import TEXT, ids_of, loaded, metas, peft_model
 from tiny_models import make_tiny_tokenizer
 
+from magnet_model.decoding import ContinueSettings
 from magnet_model.errors import ConfigError
 from magnet_model.inference import static_decode
 from magnet_model.inference.engine import BASE, Engine, EngineConfig
 from magnet_model.inference.generation import continuation_lanes
-from magnet_model.inference.sampling import Sampling
 from magnet_model.settings import ModelSpec
 
 SYSTEMS = ["magnet", "zero-shot", "five-shot"]
@@ -149,7 +149,7 @@ def test_lanes_with_different_prompt_lengths_and_adapters(engine):
             ("the king of france was in paris on the first day", BASE, 14),
             ("a small bird flew over the river", "llm2vec", 5),
         ]:
-            ls, o, _ = continuation_lanes(engine.runner, prompt, [adapter], n, Sampling())
+            ls, o, _ = continuation_lanes(engine.runner, prompt, [adapter], ContinueSettings(n))
             lanes += ls
             outs += o
         engine.runner.run(lanes)
@@ -223,8 +223,8 @@ def cpu_graphs(engine, monkeypatch):
 def test_graph_bookkeeping_gives_the_eager_tokens(engine, cpu_graphs):
     with decode(engine, "eager"):
         a = engine.generate(LONG, adapter="magnet", max_new_tokens=40)
-        fill = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=1)
-        branched = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=4)
+        fill = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 1})
+        branched = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 4})
         lanes = engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
     # no slot left by earlier tests (the stop rule's readings grow buckets): a fresh one
     engine.runner.static_decoder.clear()
@@ -236,14 +236,14 @@ def test_graph_bookkeeping_gives_the_eager_tokens(engine, cpu_graphs):
     assert stats["eager_steps"] == 1 and stats["replays"] == 39
     assert stats["grown"] >= 1 and stats["captures"] == stats["grown"] + 1
     with decode(engine, "graph") as stats:
-        again = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=1)
+        again = engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 1})
     assert ids_of(again) == ids_of(fill)
     # 3 open spans feed 3 tokens, padded to 4; then 2 (a power of two) and 1
     assert stats["captures"] >= 2 and stats["replays"] == 8
     with decode(engine, "graph"):  # several first tokens per blank: the same paths
-        assert ids_of(engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill_branches=4)) == ids_of(
-            branched
-        )
+        assert ids_of(
+            engine.infill(TEXT, max_span_tokens=[6, 3, 9], fill={"branches": 4})
+        ) == ids_of(branched)
     with decode(engine, "graph") as stats:
         together = engine.compare_infill(TEXT, SYSTEMS, max_span_tokens=4)
     assert [ids_of(r) for r in together] == [ids_of(r) for r in lanes]

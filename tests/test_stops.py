@@ -11,6 +11,7 @@ import torch
 from test_engine import loaded, metas, peft_model
 from tiny_models import make_tiny_tokenizer
 
+from magnet_model.decoding import MagnetFill
 from magnet_model.errors import InputError
 from magnet_model.inference.engine import Engine
 from magnet_model.inference.stops import (
@@ -61,7 +62,7 @@ def test_the_packed_reading_equals_each_cut_fill_read_on_its_own(engine):
 
 def _job(generated, trace, right=RIGHT, fixed=False, stop="join"):
     return SimpleNamespace(
-        stop=stop,
+        fill=SimpleNamespace(stop=stop),
         bos=None,
         piece_ids=[[1, 2, 3], right],
         trace=[trace],
@@ -180,7 +181,7 @@ def test_a_fill_cut_by_the_rule_still_fits_its_blank_and_says_why(engine):
 
 def test_an_unknown_stop_rule_is_refused_with_the_choices(engine):
     with pytest.raises(InputError, match="fill_stop must be one of join, model"):
-        engine.infill("the cat [blank] on the mat .", fill_stop="nearest")
+        engine.infill("the cat [blank] on the mat .", fill={"stop": "nearest"})
 
 
 def test_a_fill_is_cut_between_words_and_before_closing_punctuation_never_inside_a_word():
@@ -218,8 +219,8 @@ def test_a_span_does_not_end_while_it_holds_only_white_space():
     )
     job = SimpleNamespace(
         limits=[8], roles=SimpleNamespace(span_end=0), span_end=SimpleNamespace(apply=lambda x: x),
-        piece_ids=[[], []], no_repeat=0, close=None, fixed=[False], min_tokens=1,
-        branches=1, branch_at=None,
+        piece_ids=[[], []], fill=MagnetFill(no_repeat=0, branches=1), close=None,
+        fixed=[False], min_tokens=1, branch_at=None,
     )  # fmt: skip
     # the model wants " " first, then its end; after a word, the end again
     wants = [[0.0, 5.0, 1.0, 0.0], [5.0, 0.0, 4.0, 1.0], [5.0, 0.0, 1.0, 4.0]]

@@ -13,16 +13,20 @@ from magnet_model.errors import MagnetError
 def test_paper_preset_from_the_cli_resumes(tmp_path, monkeypatch, capsys):
     engine = tiny_engine()
     monkeypatch.setattr(study_cli, "load_engine", lambda spec: (engine, {}))
-    calls = []
-    real = engine.compare_infill
+    calls, made = [], []
+    real = engine.compare_infill_many
 
-    def stops_once(text, systems, **kw):
-        calls.append(kw["max_span_tokens"])
-        if len(calls) == 2:
-            raise MagnetError("interrupted")
-        return real(text, systems, **{**kw, "max_span_tokens": 3})  # quick tiny-model fills
+    def stops_once(requests, **kw):
+        """Stops once, after the third output of the first batch."""
+        calls.append([settings.max_span_tokens for _, _, settings in requests])
+        quick = [(t, s, settings.but(max_span_tokens=3)) for t, s, settings in requests]
+        for out in real(quick, **kw):  # quick tiny-model fills
+            if len(made) == 3 and len(calls) == 1:
+                raise MagnetError("interrupted")
+            made.append(out)
+            yield out
 
-    monkeypatch.setattr(engine, "compare_infill", stops_once)
+    monkeypatch.setattr(engine, "compare_infill_many", stops_once)
     db = str(tmp_path / "db.sqlite3")
     argv = ["--name", "paper-cli", "--n-items", "3", "--n-gold", "2", "--db-path", db]
     assert study_cli.main(argv) == 2
@@ -31,7 +35,8 @@ def test_paper_preset_from_the_cli_resumes(tmp_path, monkeypatch, capsys):
     assert err.strip().endswith("error: interrupted")
     assert study_cli.main(argv) == 0
     assert "(3 outputs reused)" in capsys.readouterr().out
-    assert calls == [study_cli.studies.PAPER.max_span_tokens] * 4  # 1 + failed + 2 resumed
+    cap = study_cli.studies.PAPER.max_span_tokens
+    assert calls[0] == [cap] * 3 and set(calls[1]) == {cap} and len(calls) == 2
     with AnnotationStore(path=db) as store:
         info = store.study("paper-cli")
         items, _ = store.items("paper-cli")

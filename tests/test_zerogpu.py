@@ -118,7 +118,7 @@ def test_durations_grow_with_the_work_and_stay_under_the_cap():
     assert gpu.infill_seconds(8, 512) == gpu.continue_seconds(10**6) == gpu.MAX_SECONDS
 
 
-def test_study_outputs_are_one_gpu_call_per_item(zero_app, standin, moves):
+def test_study_outputs_are_one_gpu_call_per_batch_of_items(zero_app, standin, moves):
     zero_app.admin_create(
         admin_request(zero_app),
         "zg",
@@ -131,8 +131,10 @@ def test_study_outputs_are_one_gpu_call_per_item(zero_app, standin, moves):
         "",
         max_span=4,
     )
-    assert [c["function"] for c in standin.calls] == ["_compare_infill"] * 3
-    assert moves == [("cuda", True)] * 3
+    # the three items fit in one batch (Engine.items_per_batch): one call, sized for all three
+    assert [c["function"] for c in standin.calls] == ["_compare_infill_many"]
+    assert standin.calls[0]["duration"] > gpu.infill_seconds(1, 4)
+    assert moves == [("cuda", True)]
 
 
 def test_an_input_error_reaches_the_visitor_as_one_sentence_before_any_gpu_call(zero_app, standin):

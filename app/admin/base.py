@@ -4,6 +4,8 @@ and a study's model call (made in the background, after visitors' calls).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import gradio as gr
 
 from ..model_calls import ModelCalls
@@ -48,7 +50,8 @@ class AdminBase(ModelCalls):
         names = [s.name for s in self.store.list_studies() if s.kind == "study"]
         return names[-1] if names else None
 
-    def _study_compare(self, text: str, systems: list[str], decoding: dict) -> list:
-        """One item of a study: it waits while visitors' model calls run, then runs."""
+    def _study_compare(self, requests: list) -> Iterator[tuple]:
+        """A batch of a study's items (studies.build_study): it waits while visitors' model
+        calls run, then runs."""
         self.model_gate.background_turn()
-        return self.compare_infill(text, systems, decoding)
+        return self.compare_infill_many(requests)

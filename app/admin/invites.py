@@ -12,7 +12,7 @@ import gradio as gr
 from annotation_db import ARENA_STUDY, PROBLEM_NAMES, AnnotationError
 from magnet_model.systems import TITLES
 
-from .. import render, studies
+from .. import render, studies, study_outputs
 from ..outputs import AdminInvites
 from ..rater import RATER_PATH
 from ..services import user_errors
@@ -61,7 +61,7 @@ class InviteViews(AdminBase):
             with user_errors():
                 info = self.store.study(study)
                 found = (
-                    studies.flagged_set(self.store, study, PROBLEM_NAMES)
+                    study_outputs.flagged_set(self.store, study, PROBLEM_NAMES)
                     if info.n_raters == 0 and info.kind == "study"
                     else None
                 )

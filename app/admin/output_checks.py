@@ -11,7 +11,7 @@ import gradio as gr
 from annotation_db import PROBLEMS, AnnotationError
 from magnet_model.systems import TITLES
 
-from .. import render, studies
+from .. import render, study_outputs
 from ..outputs import DropStep, OutputCheck
 from ..services import PROGRESS, user_errors
 from .base import AdminBase
@@ -62,7 +62,7 @@ class OutputCheckViews(AdminBase):
 
         try:
             with user_errors():
-                n, still = studies.regenerate_flagged(
+                n, still = study_outputs.regenerate_flagged(
                     self.engine, self._study_compare, self.store, study, problems, report
                 )
         finally:
@@ -87,7 +87,7 @@ class OutputCheckViews(AdminBase):
         that (if the flagged set changed meanwhile, it shows the new one and asks again)."""
         self._before_raters(request, study, problems)
         with user_errors():
-            found = studies.flagged_set(self.store, study, problems)
+            found = study_outputs.flagged_set(self.store, study, problems)
         if not found.keys:
             return DropStep(
                 self.admin_check(request, study),
@@ -109,7 +109,7 @@ class OutputCheckViews(AdminBase):
                 gr.update(value=f"Yes, drop {render.plural(n, 'item')}"),
             )
         with user_errors():
-            keys = studies.drop_flagged(self.store, study, problems)
+            keys = study_outputs.drop_flagged(self.store, study, problems)
             info = self.store.study(study)
         log.info("Study %r: %d flagged items dropped", study, len(keys))
         msg = (

@@ -25,7 +25,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import prompts
+from ..decoding import FillSettings, PromptedFill
 from ..inference.blanks import FilledSpan, InfillResult
+from ..systems import shots_name
 from . import scoring
 
 # the code whose change changes a baseline's fill or score (paths under magnet_model/)
@@ -113,9 +115,9 @@ class BaselineCache:
     def _format(self, shots: int, fmt: str | None) -> str:
         """The name of the format a request asks in (the engine's when fmt is None)."""
         runner = self.engine.runner
-        return prompts.get_format(
-            runner.prompt_format if fmt is None else fmt, shots, runner.tokenizer
-        ).name
+        if fmt is None:
+            fmt = runner.prompted_fill.format_of(shots_name(shots))
+        return prompts.get_format(fmt, shots, runner.tokenizer).name
 
     def fill(
         self,
@@ -129,28 +131,47 @@ class BaselineCache:
         """engine.infill_prompted(text, shots, max_span_tokens, fmt, no_copy), greedy, or
         sampled as a study samples when `sample` is (temperature, top_p, seed) (None: the
         engine's format and copy guard)."""
+        return self.fill_many([text], shots, max_span_tokens, fmt, no_copy, sample)[0]
+
+    def fill_many(
+        self,
+        texts: Sequence[str],
+        shots: int,
+        max_span_tokens: int,
+        fmt: str | None = None,
+        no_copy: int | None = None,
+        sample: tuple[float, float, int] | None = None,
+    ) -> list[InfillResult]:
+        """fill() of each text; those not stored run as batches of many texts
+        (Engine.compare_infill_many), each stored the moment it is made."""
         fmt = self._format(shots, fmt)
-        no_copy = self.engine.runner.prompt_no_copy if no_copy is None else no_copy
-        parts = ("fill", text, shots, max_span_tokens, fmt, no_copy)
-        key = self._key(*parts) if sample is None else self._key(*parts, "sample", *sample)
-        value = self._get(key)
-        if value is None:
-            temperature, top_p, seed = sample or (1.0, 1.0, None)
-            r = self.engine.infill_prompted(
-                text,
-                shots=shots,
-                max_span_tokens=max_span_tokens,
-                do_sample=sample is not None,
-                temperature=temperature,
-                top_p=top_p,
-                seed=seed,
-                prompt_format=fmt,
-                prompt_no_copy=no_copy,
+        no_copy = self.engine.runner.prompted_fill.no_copy if no_copy is None else no_copy
+        keys = []
+        for text in texts:
+            parts = ("fill", text, shots, max_span_tokens, fmt, no_copy)
+            keys.append(
+                self._key(*parts) if sample is None else self._key(*parts, "sample", *sample)
             )
-            value = asdict(r)
-            self._put(key, value)
-        spans = [FilledSpan(**s) for s in value["spans"]]
-        return InfillResult(**{**value, "spans": spans})
+        values = [self._get(key) for key in keys]
+        todo = [i for i, v in enumerate(values) if v is None]
+        if todo:
+            temperature, top_p, seed = sample or (1.0, 1.0, None)
+            settings = FillSettings(
+                max_span_tokens,
+                sample is not None,
+                temperature,
+                top_p,
+                seed,
+                prompted=PromptedFill(fmt, no_copy),
+            )
+            system = [shots_name(shots)]
+            requests = [(texts[i], system, settings) for i in todo]
+            for i, _, r in self.engine.compare_infill_many(requests):
+                if isinstance(r, Exception):
+                    raise r
+                values[todo[i]] = asdict(r)
+                self._put(keys[todo[i]], values[todo[i]])
+        return [_result(v) for v in values]
 
     def span_nll(
         self,
@@ -175,3 +196,8 @@ class BaselineCache:
                 found[keys[i]] = [s.span, s.end, s.n_tokens]
                 self._put(keys[i], found[keys[i]])
         return [scoring.SpanNLL(*found[k]) for k in keys]
+
+
+def _result(value: dict) -> InfillResult:
+    spans = [FilledSpan(**s) for s in value["spans"]]
+    return InfillResult(**{**value, "spans": spans})

@@ -332,17 +332,12 @@ def engine_conditions(engine) -> dict:
     """What a run measures under, known once the model is loaded (merge.check_engine)."""
     return {
         "hardware": hardware(engine),
-        # MAGNET fills' loop guard (0: off); continuations (Rep-n) never use one
-        "fill_no_repeat": engine.runner.fill_no_repeat,
-        # a blank between sentences filled until a sentence ends (inference/infill.py)
-        "fill_close_sentences": engine.runner.fill_close_sentences,
-        # where a free fill ends: "join" or the model's own end (inference/stops.py)
-        "fill_stop": engine.runner.fill_stop,
-        # first tokens a free blank inside a sentence is filled from (inference/infill.py)
-        "fill_branches": engine.runner.fill_branches,
+        # MAGNET fills' rules (decoding.MagnetFill: loop guard, sentence rule, stop rule,
+        # first tokens, a sentence's length); continuations (Rep-n) never use them
+        **engine.magnet_fill().record(),
         # the prompted baselines' formats (prompts.py) and copy guard (0: off)
         "prompt_formats": engine.prompt_formats(table.for_task("infill")),
-        "prompt_no_copy": engine.runner.prompt_no_copy,
+        "prompt_no_copy": engine.prompted_fill().no_copy,
         # how often a chat reply or an empty answer is asked again (inference/prompted.py)
         "prompt_asks": prompted.ASKS,
         # where each adapter came from and its files' hashes (a later part must match)
@@ -400,18 +395,19 @@ def main(argv: list[str] | None = None, engine=None) -> int:
         elif args.threads:
             torch.set_num_threads(args.threads)
         engine.config.stop_at_right_context = args.stop_at_right_context
-        if args.fill_no_repeat is not None:  # also over a ready engine's spec
-            engine.config.fill_no_repeat = args.fill_no_repeat
-        if args.fill_close_sentences is not None:
-            engine.config.fill_close_sentences = args.fill_close_sentences
-        if args.fill_stop is not None:
-            engine.config.fill_stop = args.fill_stop
-        if args.fill_branches is not None:
-            engine.config.fill_branches = args.fill_branches
-        if args.prompt_format is not None:
-            engine.config.prompt_format = args.prompt_format
-        if args.prompt_no_copy is not None:
-            engine.config.prompt_no_copy = args.prompt_no_copy
+        # the decoding flags, also over a ready engine's spec (validated here, once)
+        engine.config.fill = engine.magnet_fill(
+            {
+                "no_repeat": args.fill_no_repeat,
+                "close_sentences": args.fill_close_sentences,
+                "stop": args.fill_stop,
+                "branches": args.fill_branches,
+                "sentence_tokens": args.fill_sentence_tokens,
+            }
+        )
+        engine.config.prompted = engine.prompted_fill(
+            {"format": args.prompt_format, "no_copy": args.prompt_no_copy}
+        )
         if earlier is not None:
             merge.check_engine(earlier, engine_conditions(engine), cfg.add_to)
         given = sys.argv[1:] if argv is None else argv

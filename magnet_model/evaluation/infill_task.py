@@ -55,10 +55,9 @@ def task_infill(run: Run) -> dict:
                 nll = run.baselines.span_nll(cases, shots, max(1, b // 2))
                 r[f"{key}_ppl"] = scoring.span_perplexity(nll)
                 r[f"{key}_ppl_with_end"] = scoring.span_perplexity(nll, with_end=True)
-                spans = [
-                    run.baselines.fill(c.blanked("[blank]"), shots, z.max_span_tokens).spans[0]
-                    for c in to_fill
-                ]
+                texts = [c.blanked("[blank]") for c in to_fill]
+                made = run.baselines.fill_many(texts, shots, z.max_span_tokens)
+                spans = [r.spans[0] for r in made]
                 filled[PROMPTED[shots]] = spans
                 ended = {"ended_share": [not x.capped for x in spans]}
                 r[f"{key}_fills"] = add_shares(fill_stats(e, spans, to_fill, None), ended)
@@ -66,12 +65,8 @@ def task_infill(run: Run) -> dict:
             nll = scoring.hybrid_span_nll(e, cases, s.name, b)
             r["hybrid_ppl"] = scoring.span_perplexity(nll)
             r["hybrid_ppl_with_end"] = scoring.span_perplexity(nll, with_end=True)
-            spans = [
-                e.infill(
-                    c.blanked("[blank]"), adapter=s.name, max_span_tokens=z.max_span_tokens
-                ).spans[0]
-                for c in to_fill
-            ]
+            texts = [c.blanked("[blank]") for c in to_fill]
+            spans = [r.spans[0] for r in e.infill_many(texts, s.name, z.max_span_tokens)]
             filled[s.name] = spans
             per_case[domain][s.name] = {
                 "span": [x.span for x in nll],

@@ -17,6 +17,7 @@ import json
 import shlex
 from pathlib import Path
 
+from ..decoding import MagnetFill
 from ..errors import InputError
 from ..settings import parse_adapters
 
@@ -33,6 +34,7 @@ SAME_ENGINE = {
     "fill_close_sentences": "--fill-close-sentences",
     "fill_stop": "--fill-stop",
     "fill_branches": "--fill-branches",
+    "fill_sentence_tokens": "--fill-sentence-tokens",
     "prompt_formats": "--prompt-format",
     "prompt_no_copy": "--prompt-no-copy",
     "prompt_asks": "the prompted baselines' attempts per reply (prompted.ASKS)",
@@ -142,12 +144,10 @@ def _same_adapter(a: dict, b: dict) -> bool:
 
 def check_engine(earlier: dict, now: dict, folder) -> None:
     """Once the model is loaded: decoding settings, machine, and the adapters behind names."""
-    if "fill_no_repeat" in earlier and "fill_stop" not in earlier:
-        # a report from before the stop rule: its fills ended where the model ended them
-        earlier = {**earlier, "fill_stop": "model"}
-    if "fill_no_repeat" in earlier and "fill_branches" not in earlier:
-        # a report from before branching: every fill came from its greedy path
-        earlier = {**earlier, "fill_branches": 1}
+    if "fill_no_repeat" in earlier:
+        # a report from before a rule was made under what came before it (no stop rule: the
+        # model's own end; no branching: the greedy path; ...)
+        earlier = {**earlier, **MagnetFill.from_record(earlier, MagnetFill()).record()}
     bad = _differ(earlier, now, SAME_ENGINE)
     bad += _differ(earlier.get("hardware", {}), now.get("hardware", {}), SAME_HARDWARE)
     then, new = adapters_of(earlier), adapters_of(now) or {}

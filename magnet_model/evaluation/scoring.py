@@ -33,6 +33,7 @@ import torch
 from .. import prompts
 from ..layout import IGNORE, build_hybrid
 from ..masks import additive, allowed_mask, position_ids_for
+from ..systems import shots_name
 from ..tokens import word_edges, word_start_table
 from ..units import between_sentences
 
@@ -309,8 +310,9 @@ def prompted_span_nll(
     engine, cases: Sequence[SpanCase], shots: int, batch_size: int = 4, fmt=None
 ) -> list[SpanNLL]:
     """The base model (adapter off) scoring the true span as its answer to the fill-in prompt
-    (fmt: the prompt format; None: the engine's, Runner.prompt_format)."""
-    fmt = engine.runner.prompt_format if fmt is None else fmt
+    (fmt: the prompt format; None: the engine's, Runner.prompted_fill)."""
+    if fmt is None:
+        fmt = engine.runner.prompted_fill.format_of(shots_name(shots))
     pairs = prompted_rows(engine.tokenizer, cases, shots, fmt)
     nlls = row_nlls(engine, [r for r, _ in pairs], None, "causal", batch_size)
     return [

@@ -183,9 +183,9 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
     for (key, name), row in prompted:
         nll = run.baselines.span_nll(cases, row.shots, max(1, b // 2))
         base[f"{key}_ppl"] = span_perplexity(nll)
-        results = [run.baselines.fill(t, row.shots, cap) for t in blanked]
+        results = run.baselines.fill_many(blanked, row.shots, cap)
         fills[name] = results
-        fmt = prompts.get_format(e.runner.prompt_format, row.shots, e.tokenizer)
+        fmt = prompts.get_format(e.runner.prompted_fill.format_of(name), row.shots, e.tokenizer)
         systems[name] = fill_quality(e, kind, to_fill, results, None, (row.shots, fmt))
         systems[name]["prompt_format"] = fmt.name
     systems["base"] = base
@@ -195,7 +195,7 @@ def suite_result(run, kind: str, cases: list, magnets: list) -> tuple[dict, list
             "hybrid_ppl": span_perplexity(nll),
             "span_nll": {"span": [x.span for x in nll], "tokens": [x.n_tokens for x in nll]},
         }
-        results = [e.infill(t, adapter=name, max_span_tokens=cap) for t in blanked]
+        results = e.infill_many(blanked, name, cap)
         fills[name] = results
         r.update(fill_quality(e, kind, to_fill, results, name))
         systems[name] = r

@@ -24,16 +24,18 @@ import torch
 
 from .. import prompts
 from ..adapter_meta import AdapterMeta
+from ..decoding import ContinueSettings, FillSettings, MagnetFill, PromptedFill
 from ..errors import (
     EmptyInputError,
     InputTooLongError,
+    MagnetError,
     NoBlankError,
     TooManyBlanksError,
     UnknownAdapterError,
 )
 from ..loading import LoadedModel, load_model
 from ..settings import ModelSpec
-from ..systems import PROMPTED
+from ..systems import PROMPTED, shots_name
 from ..systems import get as system_row
 from . import embedding
 from .batching import Prefix
@@ -53,9 +55,9 @@ from .generation import (
     continue_events,
     generate,
 )
-from .infill import JOIN_TOKENS, infill_lane, infill_reference
+from .infill import JOIN_TOKENS, infill_job, infill_lane, infill_reference
 from .prompted import PromptPrefixes, prompted_lane
-from .runner import BASE, EngineConfig, Runner
+from .runner import BASE, EngineConfig, Runner, batch_items
 from .sampling import Sampling
 
 __all__ = [
@@ -124,6 +126,20 @@ class Engine:
 
     # ------------------------------------------------------------ infilling
 
+    def magnet_fill(self, fill: MagnetFill | Mapping | None = None) -> MagnetFill:
+        """MAGNET fills' rules: the engine's (its config, else the model spec's: MAGNET_FILL_*),
+        or `fill` as given, or the engine's with a mapping of fields changed
+        ({"branches": 1}); validated."""
+        if isinstance(fill, MagnetFill):
+            return fill
+        return self.runner.magnet_fill.but(**(fill or {}))
+
+    def prompted_fill(self, rules: PromptedFill | Mapping | None = None) -> PromptedFill:
+        """The prompted baselines' rules, as magnet_fill (MAGNET_PROMPT_*)."""
+        if isinstance(rules, PromptedFill):
+            return rules
+        return self.runner.prompted_fill.but(**(rules or {}))
+
     def infill(
         self,
         text: str,
@@ -136,47 +152,27 @@ class Engine:
         top_p: float = 1.0,
         seed: int | None = None,
         reference: bool = False,
-        fill_no_repeat: int | None = None,
-        fill_close_sentences: bool | None = None,
         length_hints: int | Sequence[int | None] | None = None,
-        fill_stop: str | None = None,
-        fill_branches: int | None = None,
+        fill: MagnetFill | Mapping | None = None,
     ) -> InfillResult:
         """Fill every blank of text with a span that stops by itself (or at a max/fixed length).
 
         length_hints: per blank (or one for all) the length in tokens the fill is expected to
         have, given to a model trained to read its gap as one (layout.GapRule); the span still
         ends by itself. None: unknown (the adapter's default gap).
-        fill_no_repeat: the loop guard's n for this request (no n-gram of tokens twice in a
-        span, guard.py; 0: off; None: the engine's setting, MAGNET_FILL_NO_REPEAT).
-        fill_close_sentences: whether a blank between sentences is filled until a sentence
-        ends (infill.py; None: the engine's setting, MAGNET_FILL_CLOSE_SENTENCES).
-        fill_stop: where a free span ends, "join" (cut where the completed text reads
-        likeliest, stops.py) or "model" (its own <span_end>); None: the engine's setting,
-        MAGNET_FILL_STOP.
-        fill_branches: how many first tokens a free blank inside a sentence is filled from
-        under "join", the fill that reads best kept (infill.py; 1: the greedy fill only;
-        None: the engine's setting, MAGNET_FILL_BRANCHES).
+        fill: the decoding rules (decoding.MagnetFill: loop guard, sentence rule, stop rule,
+        first tokens, a sentence's length); a mapping changes some of the engine's
+        ({"stop": "model"}); None: the engine's (magnet_fill).
         reference=True re-encodes the whole sequence at every step (slow; for tests/bench).
         """
         s = Sampling(do_sample, temperature, top_p, seed)
-        args = (
-            self.runner,
-            text,
-            adapter,
-            marker,
-            max_span_tokens,
-            fixed_lengths,
-            s,
-            fill_no_repeat,
-            fill_close_sentences,
-            length_hints,
-            fill_stop,
-            fill_branches,
-        )
+        job = infill_job(
+            self.runner, text, marker, adapter, max_span_tokens, fixed_lengths,
+            self.magnet_fill(fill), length_hints,
+        )  # fmt: skip
         if reference:
-            return infill_reference(*args)
-        return self.runner.run_one(infill_lane(*args))
+            return infill_reference(self.runner, job, adapter, s)
+        return self.runner.run_one(infill_lane(self.runner, job, adapter, s))
 
     def infill_reference(self, text: str, **kwargs) -> InfillResult:
         return self.infill(text, reference=True, **kwargs)
@@ -191,104 +187,141 @@ class Engine:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        prompt_format: str | None = None,
-        prompt_no_copy: int | None = None,
+        prompted: PromptedFill | Mapping | None = None,
     ) -> InfillResult:
         """The paper's baseline: the base model (adapter off) asked to fill each blank in turn.
-        prompt_format: "auto" or a name of prompts.FORMAT_NAMES; prompt_no_copy: the copy
-        guard's run of words (0: off); None: the engine's settings."""
+        prompted: the prompt format and copy guard (decoding.PromptedFill); a mapping
+        changes some of the engine's ({"format": "plain"}); None: the engine's."""
         s = Sampling(do_sample, temperature, top_p, seed)
         lane = prompted_lane(
-            self.runner,
-            self.prefixes,
-            text,
-            shots,
-            marker,
-            max_span_tokens,
-            s,
-            prompt_format,
-            prompt_no_copy,
-        )
+            self.runner, self.prefixes, text, shots, marker, max_span_tokens, s,
+            self.prompted_fill(prompted),
+        )  # fmt: skip
         return self.runner.run_one(lane)
 
     def prompt_formats(self, systems: Sequence[str]) -> dict[str, str]:
         """The name of the format each prompted system among `systems` asks in now (the
         engine's setting resolved per system: prompts.get_format), e.g. for a study to record
         and pass back to compare_infill."""
+        rules = self.runner.prompted_fill
         out = {}
         for system in systems:
             row = system_row(system)
             if row.kind == PROMPTED:
-                fmt = prompts.get_format(self.runner.prompt_format, row.shots, self.tokenizer)
+                fmt = prompts.get_format(rules.format_of(system), row.shots, self.tokenizer)
                 out[system] = fmt.name
         return out
 
     def prompt_prefix(self, shots: int, prompt_format: str | None = None) -> Prefix:
         """The KV of the fixed head of the prompted baseline's prompt (instruction, examples),
         computed once per (shots, format) with the adapter off; requests reuse it."""
-        return self.prefixes.get(
-            shots, self.runner.prompt_format if prompt_format is None else prompt_format
-        )
+        if prompt_format is None:
+            prompt_format = self.runner.prompted_fill.format_of(shots_name(shots))
+        return self.prefixes.get(shots, prompt_format)
+
+    def fill_settings(self, settings: FillSettings | None = None, **overrides) -> FillSettings:
+        """A request's whole decoding (decoding.FillSettings) with every rule given: the
+        engine's where `settings` leaves one to it, then `overrides` (its fields) applied."""
+        settings = (settings or FillSettings()).but(**overrides)
+        return settings.resolved(self.runner.magnet_fill, self.runner.prompted_fill)
 
     def compare_infill(
         self,
         text: str,
         systems: Sequence[str],
+        settings: FillSettings | None = None,
         marker: str = DEFAULT_MARKER,
-        max_span_tokens: int | None = None,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        fill_no_repeat: int | None = None,
-        fill_close_sentences: bool | None = None,
-        prompt_format: str | Mapping[str, str] | None = None,
-        prompt_no_copy: int | None = None,
-        fill_stop: str | None = None,
-        fill_branches: int | None = None,
+        **overrides,
     ) -> list:
         """Several infilling systems on one text in one batch: an adapter name (MAGNET-style
         infill with that adapter) or 'zero-shot' / 'five-shot' / 'N-shot' (the base model
         prompted). Returns per system an InfillResult, or the MagnetError that stopped it.
-        Input errors common to all (no blank, empty text) are raised. fill_no_repeat,
-        fill_close_sentences, fill_stop, fill_branches: the MAGNET fills' decoding rules
-        (infill); prompt_format,
-        prompt_no_copy: the prompted systems' (infill_prompted; prompt_format may map a
-        system's name to its format, as a study records them)."""
-        s = Sampling(do_sample, temperature, top_p, seed)
+        Input errors common to all (no blank, empty text) are raised. settings: the request's
+        decoding (decoding.FillSettings: span cap, sampling, MAGNET's rules, the prompted
+        systems'; None: the engine's); overrides: any of its fields, e.g. max_span_tokens=16."""
+        return self.runner.run(self.infill_lanes(text, systems, settings, marker, **overrides))
+
+    def compare_infill_many(
+        self,
+        requests: Sequence[tuple[str, Sequence[str], FillSettings | None]],
+        marker: str = DEFAULT_MARKER,
+        items_per_batch: int | None = None,
+    ) -> Iterator[tuple[int, int, object]]:
+        """Many comparisons (text, systems, settings), their lanes stepped together in batches
+        of `items_per_batch` texts (None: EngineConfig.items_per_batch, else measured per
+        device: batch_items). Yields (request index, system index, InfillResult or the
+        MagnetError that stopped it) the moment each output is done, so a caller can store
+        it. Each request keeps its own settings and seed: an output does not depend on the
+        batch it ran in (up to float rounding: docs/performance.md). A request's input error
+        (no blank, too long) is raised before any of its batch runs."""
+        k = items_per_batch or self.items_per_batch()
+        for start in range(0, len(requests), k):
+            chunk = requests[start : start + k]
+            lanes, owner = [], []
+            for i, (text, systems, settings) in enumerate(chunk, start=start):
+                made = self.infill_lanes(text, systems, settings, marker)
+                lanes += made
+                owner += [(i, j) for j in range(len(made))]
+            told = [False] * len(lanes)
+            for _ in self.runner.steps(lanes):
+                for n, lane in enumerate(lanes):
+                    if lane.done and not told[n]:
+                        told[n] = True
+                        yield (*owner[n], lane.error if lane.error is not None else lane.result)
+
+    def infill_many(
+        self,
+        texts: Sequence[str],
+        adapter: str = "magnet",
+        max_span_tokens: int | None = None,
+        fill: MagnetFill | Mapping | None = None,
+        items_per_batch: int | None = None,
+    ) -> list[InfillResult]:
+        """infill() of each text (greedy), in order, many texts' lanes stepped together
+        (compare_infill_many); the first error is raised."""
+        settings = self.fill_settings(
+            max_span_tokens=max_span_tokens, magnet=self.magnet_fill(fill)
+        )
+        out: list = [None] * len(texts)
+        requests = [(text, [adapter], settings) for text in texts]
+        for i, _, r in self.compare_infill_many(requests, items_per_batch=items_per_batch):
+            if isinstance(r, MagnetError):
+                raise r
+            out[i] = r
+        return out
+
+    def items_per_batch(self) -> int:
+        """Texts whose lanes compare_infill_many steps together: EngineConfig.items_per_batch,
+        else the measured default of this device (runner.batch_items)."""
+        return self.config.items_per_batch or batch_items(self.runner.device)
+
+    def infill_lanes(
+        self,
+        text: str,
+        systems: Sequence[str],
+        settings: FillSettings | None = None,
+        marker: str = DEFAULT_MARKER,
+        **overrides,
+    ) -> list:
+        """compare_infill's lanes, not yet run (to step with other texts' lanes:
+        runner.run), one per system."""
+        d = self.fill_settings(settings, **overrides)
+        s = Sampling(d.do_sample, d.temperature, d.top_p, d.seed)
         lanes = []
         for system in systems:
             row = system_row(system)
             if row.kind == PROMPTED:
                 lane = prompted_lane(
-                    self.runner,
-                    self.prefixes,
-                    text,
-                    row.shots,
-                    marker,
-                    max_span_tokens,
-                    s,
-                    prompt_format.get(system)
-                    if isinstance(prompt_format, Mapping)
-                    else prompt_format,
-                    prompt_no_copy,
-                )
+                    self.runner, self.prefixes, text, row.shots, marker, d.max_span_tokens, s,
+                    d.prompted,
+                )  # fmt: skip
             else:
-                lane = infill_lane(
-                    self.runner,
-                    text,
-                    system,
-                    marker,
-                    max_span_tokens,
-                    None,
-                    s,
-                    fill_no_repeat,
-                    fill_close_sentences,
-                    stop=fill_stop,
-                    branches=fill_branches,
+                job = infill_job(
+                    self.runner, text, marker, system, d.max_span_tokens, None, d.magnet
                 )
+                lane = infill_lane(self.runner, job, system, s)
             lanes.append(lane)
-        return self.runner.run(lanes)
+        return lanes
 
     # ------------------------------------------------------------ causal generation
 
@@ -297,15 +330,15 @@ class Engine:
         prompt: str,
         adapters: Sequence[str | None],
         max_new_tokens: int | None = None,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
+        settings: ContinueSettings | None = None,
+        **overrides,
     ) -> Iterator[list[tuple[str, str | None]]]:
         """Continue one prompt with several adapters at once (one batch); after every step,
-        yields (text so far, stop reason or None) per adapter. Validated eagerly."""
-        s = Sampling(do_sample, temperature, top_p, seed)
-        lanes, outs, ids = continuation_lanes(self.runner, prompt, adapters, max_new_tokens, s)
+        yields (text so far, stop reason or None) per adapter. Validated eagerly.
+        settings: the decoding (decoding.ContinueSettings: length, sampling, loop guard);
+        overrides: any of its fields (do_sample=True, seed=7, no_repeat=3, ...)."""
+        c = _continue(settings, max_new_tokens, overrides)
+        lanes, outs, ids = continuation_lanes(self.runner, prompt, adapters, c)
         return compare_events(self.runner, lanes, outs, ids)
 
     def continue_text(
@@ -313,14 +346,13 @@ class Engine:
         prompt: str,
         adapter: str | None = None,
         max_new_tokens: int | None = None,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
+        settings: ContinueSettings | None = None,
+        **overrides,
     ) -> Iterator[str]:
-        """Stream the continuation of prompt as text pieces (causal mask, KV cache)."""
-        s = Sampling(do_sample, temperature, top_p, seed).start()
-        events = continue_events(self.runner, prompt, adapter, max_new_tokens, s)
+        """Stream the continuation of prompt as text pieces (causal mask, KV cache); settings
+        and overrides as compare_continue."""
+        c = _continue(settings, max_new_tokens, overrides)
+        events = continue_events(self.runner, prompt, adapter, c, Sampling(**c.sampling()).start())
         return (piece for _, piece, _ in events if piece)
 
     def generate(
@@ -328,14 +360,13 @@ class Engine:
         prompt: str,
         adapter: str | None = None,
         max_new_tokens: int | None = None,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
+        settings: ContinueSettings | None = None,
+        **overrides,
     ) -> Continuation:
         """continue_text without streaming: the whole continuation, its tokens and timing."""
-        s = Sampling(do_sample, temperature, top_p, seed)
-        return generate(self.runner, prompt, adapter, max_new_tokens, s)
+        return generate(
+            self.runner, prompt, adapter, _continue(settings, max_new_tokens, overrides)
+        )
 
     # ------------------------------------------------------------ embeddings
 
@@ -388,3 +419,9 @@ class Engine:
         if not text or not text.strip():
             raise EmptyInputError("The text is empty.")
         return embedding.embed_tokens(self.runner, text, self.runner.resolve_adapter(adapter))
+
+
+def _continue(settings: ContinueSettings | None, max_new_tokens, overrides) -> ContinueSettings:
+    """A continuation's settings: `settings` (None: the defaults), max_new_tokens and the
+    overrides applied (validated)."""
+    return (settings or ContinueSettings()).but(max_new_tokens=max_new_tokens, **overrides)

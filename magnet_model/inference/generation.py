@@ -8,9 +8,11 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..decoding import ContinueSettings
 from ..errors import EmptyInputError
 from ..masks import causal_see
 from .batching import Feed, Lane
+from .guard import repeat_bans
 from .runner import Runner
 from .sampling import Sampling
 
@@ -71,15 +73,21 @@ def continue_steps(
     stop: set[int],
     out: list[int],
     banned: list[int] = (),
+    no_repeat: int = 0,
+    exempt: list[bool] | None = None,
 ) -> Generator:
     """Causal generation from a prompt as lane steps; appends tokens to out; returns 'eos' or
-    'max'. banned: tokens never generated (Runner.never_text_ids)."""
+    'max'. banned: tokens never generated (Runner.never_text_ids); no_repeat: the loop guard's
+    n (no n-gram of tokens twice in the continuation, guard.py; 0: off), exempt: the tokens it
+    never forbids (Runner.word_continuations)."""
     n = len(ids)
     banned = list(banned)
     logits = yield Feed(ids, list(range(n)), causal_see(0, n), [n - 1])
     for i in range(max_new):
         if banned:
             logits[..., banned] = float("-inf")
+        if no_repeat and (bans := repeat_bans(out, no_repeat, exempt)):
+            logits[..., bans] = float("-inf")
         tok = int(s.pick(logits)[0])
         if tok in stop:
             return "eos"
@@ -101,21 +109,28 @@ def _stop_ids(runner: Runner) -> set[int]:
     return {t for t in [runner.tokenizer.eos_token_id] if t is not None}
 
 
+def _lane_steps(runner: Runner, ids: list[int], c: ContinueSettings, s, out: list[int]):
+    """One continuation's steps under settings c (length checked now), s a started Sampling."""
+    max_new = c.max_new_tokens or runner.config.max_new_tokens
+    runner.check_length(len(ids), max_new)
+    exempt = runner.word_continuations if c.no_repeat else None
+    never = runner.never_text_ids
+    return continue_steps(ids, max_new, s, _stop_ids(runner), out, never, c.no_repeat, exempt)
+
+
 def continuation_lanes(
-    runner: Runner, prompt, adapters: Sequence, max_new_tokens, sampling: Sampling
+    runner: Runner, prompt, adapters: Sequence, c: ContinueSettings
 ) -> tuple[list[Lane], list[list[int]], list[int]]:
     """Validated lanes for one prompt and several adapters; their token lists; prompt ids."""
     names = [runner.resolve_adapter(a) for a in adapters]
     ids = prompt_ids(runner, prompt)
-    max_new = max_new_tokens or runner.config.max_new_tokens
-    runner.check_length(len(ids), max_new)
-    stop = _stop_ids(runner)
     outs: list[list[int]] = [[] for _ in names]
-    lanes = []
-    for name, out in zip(names, outs, strict=True):
-        s = sampling.start()  # each lane its own generator: the same seed, the same stream
-        steps = continue_steps(ids, max_new, s, stop, out, runner.never_text_ids)
-        lanes.append(Lane(name, steps))
+    sampling = Sampling(**c.sampling())
+    # each lane its own generator: the same seed, the same stream
+    lanes = [
+        Lane(name, _lane_steps(runner, ids, c, sampling.start(), out))
+        for name, out in zip(names, outs, strict=True)
+    ]
     return lanes, outs, ids
 
 
@@ -139,16 +154,13 @@ def compare_events(runner: Runner, lanes: list[Lane], outs, ids) -> Iterator[lis
         ]
 
 
-def continue_events(runner: Runner, prompt, adapter, max_new_tokens, s: Sampling) -> Iterator:
+def continue_events(runner: Runner, prompt, adapter, c: ContinueSettings, s: Sampling) -> Iterator:
     """Eagerly validated; yields (token id or None, text piece, stop reason or None).
     s: a started Sampling."""
     name = runner.resolve_adapter(adapter)
     ids = prompt_ids(runner, prompt)
-    max_new = max_new_tokens or runner.config.max_new_tokens
-    runner.check_length(len(ids), max_new)
     out: list[int] = []
-    steps = continue_steps(ids, max_new, s, _stop_ids(runner), out, runner.never_text_ids)
-    lane = Lane(name, steps)
+    lane = Lane(name, _lane_steps(runner, ids, c, s, out))
 
     def events():
         stream = TextStream(runner.tokenizer, ids)
@@ -164,11 +176,11 @@ def continue_events(runner: Runner, prompt, adapter, max_new_tokens, s: Sampling
     return events()
 
 
-def generate(runner: Runner, prompt, adapter, max_new_tokens, sampling: Sampling) -> Continuation:
+def generate(runner: Runner, prompt, adapter, c: ContinueSettings) -> Continuation:
     """The whole continuation, its tokens and timing."""
-    s = sampling.start()
+    s = Sampling(**c.sampling()).start()
     t0 = time.perf_counter()
-    events = continue_events(runner, prompt, adapter, max_new_tokens, s)
+    events = continue_events(runner, prompt, adapter, c, s)
     ids: list[int] = []
     first = 0.0
     reason = "eos"

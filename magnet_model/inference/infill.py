@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..decoding import MagnetFill
 from ..errors import InputError, InputTooLongError
 from ..layout import HybridSequence, build_hybrid
 from ..masks import additive, allowed_mask, hybrid_step_see
@@ -37,7 +38,7 @@ from .blanks import FilledSpan, InfillResult, assemble, per_blank, split_blanks,
 from .guard import repeat_bans
 from .runner import Runner
 from .sampling import Sampling
-from .stops import STOPS, stop_steps
+from .stops import stop_steps
 
 # A span stops when its last tokens repeat the first tokens of the text after its blank: it
 # has run into the right context. This many tokens (or the whole right piece, if shorter).
@@ -56,17 +57,16 @@ class InfillJob:
     roles: TokenRoles
     span_end: SpanEnd
     bos: int | None
+    fill: MagnetFill  # the rules it is decoded under (decoding.py)
+    text: str = ""  # as given (the result keeps it)
+    started: float = 0.0  # time.perf_counter() when the request came
     min_tokens: int = 1
-    no_repeat: int = 0  # the loop guard's n (guard.py); 0: off
     # per blank: it stands between sentences, so its fill may end only where a sentence ends
     close: list[bool] | None = None
     # per blank, filled while it is decoded: for each step, the log-probability (under the
     # logits the pick was made from, every rule applied) of the token picked and of
     # <span_end> there (-inf where a rule forbade the end)
     trace: list[list[tuple[float, float]]] | None = None
-    stop: str = "model"  # where a free span ends (stops.py): "join" or "model"
-    # first tokens tried per blank that branches (1: the greedy path only; module doc)
-    branches: int = 1
     # per blank: whether it branches (free, inside a sentence, text after it, stop "join")
     branch_at: list[bool] | None = None
     # per decoded span, filled while decoding: its blank, and which of the blank's branches
@@ -82,41 +82,17 @@ def infill_job(
     adapter,
     max_span_tokens,
     fixed_lengths,
-    no_repeat=None,
-    close_sentences=None,
+    fill: MagnetFill | None = None,
     length_hints=None,
-    stop=None,
-    branches=None,
 ) -> InfillJob:
-    """A validated request: pieces, span limits, the hybrid layout of the context, the loop
-    guard's n (None: the engine's, Runner.fill_no_repeat), whether a blank that stands
-    between sentences must end one (None: the engine's, Runner.fill_close_sentences), and per
-    blank an expected length in tokens (length_hints; None: unknown) that a model trained to
-    read gaps as lengths is given as one, without fixing the length (a fixed length is one
-    too), where a free span ends (stop, stops.py; None: the engine's, Runner.fill_stop), and
-    how many first tokens a blank inside a sentence tries (branches, module doc; None: the
-    engine's, Runner.fill_branches)."""
-    if branches is None:
-        branches = runner.fill_branches
-    if isinstance(branches, bool) or not isinstance(branches, int) or not 1 <= branches <= 8:
-        raise InputError(
-            f"fill_branches must be a whole number from 1 (the greedy path only) to 8, "
-            f"not {branches!r}."
-        )
-    if stop is None:
-        stop = runner.fill_stop
-    if stop not in STOPS:
-        raise InputError(f"fill_stop must be one of {', '.join(STOPS)}, not {stop!r}.")
-    if close_sentences is None:
-        close_sentences = runner.fill_close_sentences
-    if not isinstance(close_sentences, bool):
-        raise InputError(f"fill_close_sentences must be true or false, not {close_sentences!r}.")
-    if no_repeat is None:
-        no_repeat = runner.fill_no_repeat
-    if isinstance(no_repeat, bool) or not isinstance(no_repeat, int) or not 0 <= no_repeat <= 16:
-        raise InputError(
-            f"fill_no_repeat must be a whole number from 0 (off) to 16, not {no_repeat!r}."
-        )
+    """A validated request: pieces, span limits, the hybrid layout of the context, the rules
+    it is decoded under (fill; None: the engine's, Runner.magnet_fill), and per blank an
+    expected length in tokens (length_hints; None: unknown) that a model trained to read gaps
+    as lengths is given as one, without fixing the length (a fixed length is one too). A free
+    blank between sentences under the sentence rule may run to fill.sentence_tokens whatever
+    its cap: the cap is for blanks inside a sentence, a removed sentence comes back whole."""
+    started = time.perf_counter()
+    fill = runner.magnet_fill if fill is None else fill
     pieces = split_blanks(text, marker, runner.config.max_blanks)
     n = len(pieces) - 1
     maxes = per_blank(max_span_tokens, n, "max_span_tokens")
@@ -131,6 +107,7 @@ def infill_job(
         if not isinstance(lim, int) or lim < 1:
             raise InputError(f"A span length must be a whole number of at least 1, not {lim}.")
         limits.append(lim)
+    is_fixed = [f is not None for f in fixed]
     roles = runner.roles(adapter)
     stripped, typed_gaps = strip_gaps(pieces)
     piece_ids = [runner.encode(p) for p in stripped]
@@ -143,6 +120,8 @@ def infill_job(
         rule.inference_gap(f if f is not None else h, between[k])
         for k, (f, h) in enumerate(zip(fixed, hints, strict=True))
     ]
+    close = [fill.close_sentences and not is_fixed[k] and between[k] for k in range(n)]
+    limits = [max(lim, fill.sentence_tokens) if close[k] else lim for k, lim in enumerate(limits)]
     seq = build_hybrid(piece_ids, [[] for _ in range(n)], roles, bos, False, gaps)
     last = max(seq.span_position(k, lim) for k, lim in enumerate(limits))
     need = max(seq.context_length + max(limits), max(seq.position_ids) + 1, last + 1)
@@ -152,12 +131,10 @@ def infill_job(
             f"{max(limits)} tokens it needs {need} positions, more than the limit of "
             f"{runner.max_input_tokens}. Shorten the text or the span length."
         )
-    is_fixed = [f is not None for f in fixed]
-    close = [close_sentences and not is_fixed[k] and between[k] for k in range(n)]
     # a free blank inside a sentence tries other first tokens; its stop rule picks among them
     branch_at = [
-        branches > 1
-        and stop == "join"
+        fill.branches > 1
+        and fill.stop == "join"
         and not is_fixed[k]
         and bool(piece_ids[k + 1])
         and not between[k]
@@ -175,10 +152,10 @@ def infill_job(
         roles,
         span_end,
         bos,
-        no_repeat=no_repeat,
+        fill,
+        text,
+        started,
         close=close,
-        stop=stop,
-        branches=branches,
         branch_at=branch_at,
     )
 
@@ -190,12 +167,12 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     A span ends when the model predicts <span_end> ("end"), when its last tokens repeat
     the start of the text after its blank ("joined": it ran into the right context; the
     repeated tokens are removed), or at its maximum ("max") / fixed length ("fixed"). With
-    the loop guard on (job.no_repeat = n > 0) no span completes an n-gram of tokens it
+    the loop guard on (job.fill.no_repeat = n > 0) no span completes an n-gram of tokens it
     already holds (guard.py). A span whose blank stands between sentences (job.close) may
     end only where its text ends a sentence; else it goes on to its maximum. No span ends
     while it holds only white space. Spans 0..n-1 are the blanks' greedy paths; at its first
     step a blank that branches (job.branch_at) opens one more span per next likeliest first
-    token besides the one picked (job.branches - 1 of them, every rule applied), each decoded
+    token besides the one picked (job.fill.branches - 1 of them, every rule applied), each decoded
     on as the request decodes (greedy or sampled) beside the others (job.blank_of and
     job.layer say whose they are)."""
     n = len(job.limits)
@@ -204,11 +181,11 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
     banned = runner.special_ids(job.roles)
     join = runner.config.stop_at_right_context
     rights = [job.piece_ids[k + 1][:JOIN_TOKENS] if join else [] for k in range(n)]
-    no_repeat = job.no_repeat
+    no_repeat = job.fill.no_repeat
     exempt = runner.word_continuations if no_repeat > 0 else None
     close = job.close or [False] * n
     branch_at = job.branch_at or [False] * n
-    branching = job.branches > 1
+    branching = job.fill.branches > 1
     decode = runner.tokenizer.decode
     blank_of = job.blank_of = list(range(n))
     layer = job.layer = [0] * n
@@ -267,12 +244,12 @@ def span_steps(runner: Runner, job: InfillJob, s: Sampling) -> Generator:
             k = blank_of[j]
             if not (branching and branch_at[k] and j < n and len(trace[j]) == 1):
                 continue
-            top = logp[row].topk(min(job.branches, logp.shape[-1]))
+            top = logp[row].topk(min(job.fill.branches, logp.shape[-1]))
             others = [
                 (t, lp)
                 for t, lp in zip(top.indices.tolist(), top.values.tolist(), strict=True)
                 if t != tok and t != end and math.isfinite(lp)
-            ][: job.branches - 1]
+            ][: job.fill.branches - 1]
             for b, (t, lp) in enumerate(others, start=1):
                 blank_of.append(k)
                 layer.append(b)
@@ -398,7 +375,7 @@ def _reference_stops(runner: Runner, job: InfillJob, generated, reasons) -> tupl
         return stop.value
 
 
-def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec):
+def _result(runner: Runner, job: InfillJob, name, generated, reasons, s, enc, dec):
     texts = [runner.tokenizer.decode(g) for g in generated]
     filled, offsets = assemble(job.pieces, job.gaps, texts)
     trace = job.trace or [None] * len(generated)
@@ -406,31 +383,14 @@ def _result(runner: Runner, text, job, name, generated, reasons, s, t0, enc, dec
         FilledSpan(t, g, a, b, r, capped=r == "max", trace=tr)
         for t, g, (a, b), r, tr in zip(texts, generated, offsets, reasons, trace, strict=True)
     ]
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - job.started
     ctx = job.seq.context_length
-    return InfillResult(text, filled, spans, "magnet", name, ctx, seconds, enc, dec, s.seed)
+    return InfillResult(job.text, filled, spans, "magnet", name, ctx, seconds, enc, dec, s.seed)
 
 
-def infill_lane(
-    runner: Runner,
-    text,
-    adapter,
-    marker,
-    max_span_tokens,
-    fixed_lengths,
-    sampling: Sampling,
-    no_repeat: int | None = None,
-    close_sentences: bool | None = None,
-    length_hints=None,
-    stop: str | None = None,
-    branches: int | None = None,
-) -> Lane:
-    """A MAGNET infill as a lane (validated now); its result is an InfillResult."""
-    t0 = time.perf_counter()
-    job = infill_job(
-        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints, stop, branches,
-    )  # fmt: skip
+def infill_lane(runner: Runner, job: InfillJob, adapter, sampling: Sampling) -> Lane:
+    """A MAGNET infill of a validated request (infill_job) as a lane; its result is an
+    InfillResult."""
     s = sampling.start()
     name = runner.resolve_adapter(adapter)
     lane = Lane(name, None)
@@ -438,35 +398,17 @@ def infill_lane(
     def steps():
         generated, reasons = yield from _magnet_steps(runner, job, s)
         enc = lane.first_logits or 0.0
-        dec = time.perf_counter() - t0 - enc
-        return _result(runner, text, job, name, generated, reasons, s, t0, enc, dec)
+        dec = time.perf_counter() - job.started - enc
+        return _result(runner, job, name, generated, reasons, s, enc, dec)
 
     lane.steps = steps()
     return lane
 
 
-def infill_reference(
-    runner: Runner,
-    text,
-    adapter,
-    marker,
-    max_span_tokens,
-    fixed_lengths,
-    sampling: Sampling,
-    no_repeat: int | None = None,
-    close_sentences: bool | None = None,
-    length_hints=None,
-    stop: str | None = None,
-    branches: int | None = None,
-) -> InfillResult:
+def infill_reference(runner: Runner, job: InfillJob, adapter, sampling: Sampling) -> InfillResult:
     """The same infill, the whole sequence re-encoded at every step (slow; tests, bench)."""
-    t0 = time.perf_counter()
-    job = infill_job(
-        runner, text, marker, adapter, max_span_tokens, fixed_lengths, no_repeat,
-        close_sentences, length_hints, stop, branches,
-    )  # fmt: skip
     s = sampling.start()
     with runner.using(adapter) as name:
         generated, reasons, enc, dec = span_loop(runner, job, s, _reference_step(runner, job))
         generated, reasons = _reference_stops(runner, job, generated, reasons)
-    return _result(runner, text, job, name, generated, reasons, s, t0, enc, dec)
+    return _result(runner, job, name, generated, reasons, s, enc, dec)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from textrules import CopyGuard
 
 from .. import prompts
+from ..decoding import PromptedFill
 from ..errors import InputError
 from ..masks import causal_see
 from ..systems import shots_name
@@ -74,6 +75,15 @@ class PromptPrefixes:
             return self.cached[key]
 
 
+def resolve_format(fmt: str | prompts.PromptFormat, shots: int, tokenizer) -> prompts.PromptFormat:
+    """prompts.get_format, its refusal (a chat format for a tokenizer without one) as an
+    InputError."""
+    try:
+        return prompts.get_format(fmt, shots, tokenizer)
+    except ValueError as e:
+        raise InputError(f"{str(e)[:1].upper()}{str(e)[1:]}.") from None
+
+
 def prompted_lane(
     runner: Runner,
     prefixes: PromptPrefixes,
@@ -82,34 +92,27 @@ def prompted_lane(
     marker: str,
     max_span_tokens: int | None,
     sampling: Sampling,
-    fmt: str | prompts.PromptFormat | None = None,
-    no_copy: int | None = None,
+    rules: PromptedFill | None = None,
 ) -> Lane:
     """A prompted infill as a lane (validated now). The fixed head of its prompt (the
     instruction and the examples) comes from the prefix cache, so only the query is encoded.
-    fmt: the prompt format (None: the engine's, Runner.prompt_format); no_copy: the reply may
-    not copy a run of this many words of the passage, an example or the instruction (0: it
-    may; None: the engine's, Runner.prompt_no_copy)."""
+    rules: the prompt format and the copy guard (a reply may not copy a run of that many
+    words of the passage, an example or the instruction); None: the engine's,
+    Runner.prompted_fill."""
     t0 = time.perf_counter()
     if shots not in range(len(prompts.EXAMPLES) + 1):
         raise InputError(f"shots must be 0 to {len(prompts.EXAMPLES)}, not {shots}.")
     tok = runner.tokenizer
-    try:
-        fmt = prompts.get_format(runner.prompt_format if fmt is None else fmt, shots, tok)
-    except ValueError as e:
-        raise InputError(f"{str(e)[:1].upper()}{str(e)[1:]}.") from None
-    no_copy = runner.prompt_no_copy if no_copy is None else no_copy
-    if not isinstance(no_copy, int) or isinstance(no_copy, bool) or not 0 <= no_copy <= 16:
-        raise InputError(
-            f"prompt_no_copy must be a whole number from 0 (off) to 16, not {no_copy!r}."
-        )
+    rules = runner.prompted_fill if rules is None else rules
+    system = shots_name(shots)
+    fmt = resolve_format(rules.format_of(system), shots, tok)
+    no_copy = rules.no_copy
     pieces = split_blanks(text, marker, runner.config.max_blanks)
     limit = max_span_tokens or runner.config.max_span_tokens
     s = sampling.start()
     stop = {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")}
     stop -= {None, tok.unk_token_id}  # <|im_end|> ends a chat turn where it exists
     prefix = prefixes.get(shots, fmt)
-    system = shots_name(shots)
     lane = Lane(BASE, None, prefix)
 
     def steps():

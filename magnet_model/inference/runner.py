@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..adapter_meta import AdapterMeta, find_meta
+from ..decoding import MagnetFill, PromptedFill
 from ..errors import ConfigError, InputTooLongError, MagnetError, UnknownAdapterError
 from ..head_rows import tie_of, undertrained
 from ..layout import GapRule
@@ -49,29 +50,26 @@ class EngineConfig:
     # a span stops where its text runs into the right context (reason "joined"); off: only
     # <span_end> or the length limit end it (to measure what the model does on its own)
     stop_at_right_context: bool = True
-    # MAGNET fills: no n-gram of tokens twice in one span (guard.py; 0: off, the model's own
-    # output); None: the model spec's (MAGNET_FILL_NO_REPEAT, --fill-no-repeat; default 3)
-    fill_no_repeat: int | None = None
-    # MAGNET fills: a blank that stands between sentences ends only where its fill ends a
-    # sentence (infill.py); None: the model spec's (MAGNET_FILL_CLOSE_SENTENCES,
-    # --fill-close-sentences; default on)
-    fill_close_sentences: bool | None = None
-    # MAGNET fills: where a free span ends, "join" (cut where the completed text reads
-    # likeliest, stops.py) or "model" (its own <span_end>); None: the model spec's
-    # (MAGNET_FILL_STOP, --fill-stop; default "join")
-    fill_stop: str | None = None
-    # MAGNET fills: first tokens a free blank inside a sentence tries (infill.py; 1: the greedy
-    # path only); None: the model spec's (MAGNET_FILL_BRANCHES, --fill-branches; default 4)
-    fill_branches: int | None = None
-    # the prompted baselines' prompt format (prompts.py: "auto" or a name) and their copy
-    # guard's run length (0: off); None: the model spec's (MAGNET_PROMPT_FORMAT,
-    # MAGNET_PROMPT_NO_COPY)
-    prompt_format: str | None = None
-    prompt_no_copy: int | None = None
+    # MAGNET fills' rules (decoding.MagnetFill: loop guard, sentence rule, stop rule, first
+    # tokens, ...); None: the model spec's (MAGNET_FILL_*, --fill-*)
+    fill: MagnetFill | None = None
+    # the prompted baselines' rules (decoding.PromptedFill: prompt format, copy guard);
+    # None: the model spec's (MAGNET_PROMPT_FORMAT, MAGNET_PROMPT_NO_COPY)
+    prompted: PromptedFill | None = None
+    # comparisons of many texts (studies, the evaluator) step this many texts' lanes together
+    # (Engine.compare_infill_many); None: batch_items(device), measured
+    items_per_batch: int | None = None
     # decoding path: "auto", "eager", "static" (static KV cache) or "graph" (static cache and
     # CUDA graphs; on a CPU: static); None: the model spec's (MAGNET_DECODE, --decode;
     # default "auto"). See static_decode.py.
     decode: str | None = None
+
+
+def batch_items(device: torch.device) -> int:
+    """How many texts' lanes a comparison of many steps together by default, measured with
+    bench/bench_study_batches.py (docs/performance.md): a decoding step's fixed cost, not
+    its rows, is what a small model pays for on these devices."""
+    return 16 if device.type == "cuda" else 8
 
 
 class Runner:
@@ -169,44 +167,14 @@ class Runner:
         return sorted(i for i in ids if i != roles.span_end and i < len(self.tokenizer))
 
     @property
-    def fill_no_repeat(self) -> int:
-        """The fill guard's n (guard.py): the engine's setting, else the model spec's."""
-        n = self.config.fill_no_repeat
-        return self.loaded.spec.fill_no_repeat if n is None else n
+    def magnet_fill(self) -> MagnetFill:
+        """MAGNET fills' rules: the engine's setting, else the model spec's."""
+        return self.config.fill or self.loaded.spec.magnet_fill()
 
     @property
-    def fill_close_sentences(self) -> bool:
-        """Whether a fill between sentences must end one: the engine's setting, else the
-        model spec's."""
-        v = self.config.fill_close_sentences
-        return self.loaded.spec.fill_close_sentences if v is None else v
-
-    @property
-    def fill_stop(self) -> str:
-        """Where a free fill ends (stops.STOPS): the engine's setting, else the model spec's."""
-        v = self.config.fill_stop
-        return self.loaded.spec.fill_stop if v is None else v
-
-    @property
-    def fill_branches(self) -> int:
-        """First tokens a free blank inside a sentence tries (infill.py): the engine's
-        setting, else the model spec's."""
-        v = self.config.fill_branches
-        return self.loaded.spec.fill_branches if v is None else v
-
-    @property
-    def prompt_format(self) -> str:
-        """The prompted baselines' format name ("auto" or prompts.FORMAT_NAMES): the
-        engine's setting, else the model spec's."""
-        v = self.config.prompt_format
-        return self.loaded.spec.prompt_format if v is None else v
-
-    @property
-    def prompt_no_copy(self) -> int:
-        """The prompted baselines' copy guard (words in a run; 0: off): the engine's
-        setting, else the model spec's."""
-        v = self.config.prompt_no_copy
-        return self.loaded.spec.prompt_no_copy if v is None else v
+    def prompted_fill(self) -> PromptedFill:
+        """The prompted baselines' rules: the engine's setting, else the model spec's."""
+        return self.config.prompted or self.loaded.spec.prompted_fill()
 
     @property
     def cut_points(self) -> list[bool]:

@@ -30,7 +30,6 @@ import torch
 
 from ..tokens import SPACE_MARKS, word_start_table
 
-STOPS = ("join", "model")  # EngineConfig.fill_stop / MAGNET_FILL_STOP values; the first: default
 RIGHT_TOKENS = 8  # tokens after the blank that the join reads
 # nats per token of the cut fill: every token costs log-probability, so the sum alone favours
 # short fills (phrase blanks cut to 0.43-0.53x the truth on the training split's passages).
@@ -168,7 +167,7 @@ def stop_steps(runner, job, generated: list[list[int]], reasons: list[str]) -> G
         left += job.piece_ids[k]
         right = job.piece_ids[k + 1][:RIGHT_TOKENS]
         cands, owner = [], []
-        if job.stop == "join" and not job.fixed[k] and right:
+        if job.fill.stop == "join" and not job.fixed[k] and right:
             for j in paths[k]:
                 trace = traces[j] if j < len(traces) else []
                 if reasons[j] in ("end", "max", "joined") and trace:
