@@ -4,11 +4,12 @@ Each area has its own module, all building on one state (services.Services: the 
 annotation store, the search encoders, the limits):
 
 - demo.py: the Infill (and blind vote), Continue and Search tabs;
-- admin.py: the Admin tab (login, studies, invites, progress, results, exports);
+- admin/: the Admin tab, one file per concern (login, create, output checks, invites,
+  status, results, exports);
 - rater.py: the rater's page (/rate, laid out in rater_page.py);
 - model_calls.py: each comparison's model work as one GPU call, which demo and admin use.
 
-MagnetApp(engine, store, settings, ...) is what main.py wires into the layout and what the
+MagnetApp(engine, store, settings, ...) is what the page modules wire into the layout and what the
 tests call, so tests call what Gradio calls. A handler with several outputs returns a named
 result (outputs.py), which Gradio gets as its tuple of values through outputs.gradio_fn.
 """
