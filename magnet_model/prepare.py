@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
             ("sentence encoder", assets.minilm_dir),
             ("Wikipedia articles", assets.wikipedia_bz2),
             ("Lee news corpus", assets.lee_background),
+            ("Lee rated documents", assets.lee_rated),
+            ("Lee ratings", assets.lee_ratings),
+            ("convention speeches", assets.convention_speeches),
             ("STS-B test", lambda: assets.sts_b("test")),
             ("CoNLL-2003 train", lambda: assets.conll2003("train")),
         ]:

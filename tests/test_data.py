@@ -3,6 +3,8 @@
 import json
 import random
 
+import numpy as np
+
 from magnet_model import data
 
 
@@ -40,6 +42,44 @@ def test_lee_corpus_bytes_that_are_not_utf8_read_as_latin1(tmp_path, monkeypatch
     assert data.lee_background_docs() == ["a £3,000 satellite tracking device", "second story"]
     f.write_bytes("caf\u00e9 \u00a35\n".encode())  # a UTF-8 copy stays UTF-8
     assert data.lee_background_docs() == ["café £5"]
+
+
+def test_the_rated_lee_documents_and_peoples_ratings_line_up():
+    docs, ratings = data.lee_rated_docs(), data.lee_ratings()
+    assert len(docs) == 50 and ratings.shape == (50, 50)
+    assert docs[0].startswith("The national executive of the strife-torn Democrats")
+    assert not set(docs) & set(data.lee_background_docs())  # another set of documents
+    upper = ratings[np.triu_indices(50, 1)]
+    assert len(upper) == 1225 and upper.min() >= 0 and upper.max() <= 1
+    assert (np.diag(ratings) == 1).all()
+
+
+def test_a_speech_transcript_reads_as_prose():
+    raw = (
+        "Thank you so much.Thank you.\n\nMARTIN O'MALLEY: Greetings — \n"
+        "the best vice president — — and a friend\xa0of  mine —— and more."
+    )
+    assert data._clean_speech(raw) == (
+        "Thank you so much. Thank you.\nGreetings —\n"
+        "the best vice president — and a friend of mine — and more."
+    )
+
+
+def test_convention_speeches_are_cut_into_passages_of_whole_paragraphs():
+    speeches = data.convention_speeches()
+    assert len(speeches) == 189 and {s.party for s in speeches} == {"democrat", "republican"}
+    passages = data.speech_passages()
+    assert len(passages) == 687 and passages == data.speech_passages()  # the same order
+    assert all(len(p.split()) >= data.SPEECH_PASSAGE_WORDS for p in passages)
+    paragraphs = {p for s in speeches for p in s.text.split("\n")}
+    opening = passages[0].split(". ")[0]
+    assert any(p.startswith(opening) for p in paragraphs)  # a passage starts a paragraph
+    text = "\n".join(passages)
+    assert "— —" not in text and "O'MALLEY:" not in text and "much.Thank" not in text
+    # the first hundred (a domain's default size) come from many speeches, not one
+    first = passages[:100]
+    speakers = {s.speaker for s in speeches for p in first if p[:80] in s.text.replace("\n", " ")}
+    assert len(speakers) > 50
 
 
 def test_sts_b_has_scores_and_sentences():

@@ -96,7 +96,7 @@ def test_infill_scores_per_system(tiny_run):
             assert 0 <= fills[key] <= 1
     assert 0 <= base["five_shot_fills"]["ended_share"] <= 1
     # the second domain: Lee news, its own cases and the same figures under "news"
-    assert report["domains"] == ["wikipedia", "news"]
+    assert report["domains"] == ["wikipedia", "news", "speeches"]
     assert infill["sizes"]["news_passages"] == ev.QUICK.n_news_passages
     news = infill["systems"]["magnet"]["news"]
     assert news["hybrid_ppl"] != magnet["hybrid_ppl"] and 0 <= news["stop_share"] <= 1
@@ -160,7 +160,7 @@ def test_markdown_shows_the_json_side_by_side(tiny_run):
     assert sts[5] == "n/a" and sts[6] == f"{spearman['magnet@mean']['spearman']:.2f}"
     assert sts[7] == "magnet >= 75"
     assert sts[8].rstrip(" |") == ("yes" if spearman["magnet"]["spearman"] >= 75 else "no")
-    tasks = "infill, units, sts, retrieval, probe, repetition, knowledge"
+    tasks = "infill, units, sts, retrieval, docsim, probe, repetition, knowledge"
     assert f"ghost ({tasks}): adapter not loaded" in md
     assert "magnet@mean (infill, units, probe, repetition, knowledge): a pooling variant" in md
     mrr = next(line for line in md.splitlines() if "| MRR |" in line).split(" | ")
@@ -209,6 +209,63 @@ def test_markdown_shows_the_fill_figures_of_both_domains(tiny_run):
         assert (
             _row(md, f"span PPL, prompted zero-shot{domain}")[2] == f"{base['zero_shot_ppl']:.2f}"
         )
+
+
+def test_the_convention_speeches_are_a_third_domain_marked_out_of_training(tiny_run):
+    """Issue 57: text no training corpus holds, with random windows and every unit suite at
+    the other domains' sizes; the report says which domains are out of training."""
+    report, md = tiny_run
+    infill = report["tasks"]["infill"]
+    assert infill["sizes"]["speeches_passages"] == ev.QUICK.n_speech_passages
+    speeches = infill["systems"]["magnet"]["speeches"]
+    assert speeches["n_infills"] == ev.QUICK.n_infills and speeches["hybrid_ppl"] > 1
+    assert set(infill["systems"]["base"]["speeches"]) >= {"causal_left_ppl", "five_shot_fills"}
+    (example,) = infill["speeches_examples"]
+    assert "[blank]" in example["text"] and example["truth"]
+    assert "| Infilling | span PPL, hybrid layout (left + right context), speeches |" in md
+    suites = report["tasks"]["units"]["suites"]
+    for kind in ("sentence", "phrase", "word"):
+        suite = suites[f"speeches/{kind}"]
+        assert suite["sizes"]["cases"] == ev.QUICK.n_speech_passages
+        assert suite["systems"]["magnet"]["n_fills"] == ev.QUICK.unit_fills
+        assert f"### speeches/{kind} (out of training)" in md
+        assert f"### news/{kind} (out of training)" in md
+        assert f"### wikipedia/{kind}\n" in md  # held-out text of the training source
+    sources = report["domain_sources"]
+    assert [sources[d]["out_of_training"] for d in report["domains"]] == [False, True, True]
+    assert [sources[d]["kind_in_training"] for d in report["domains"]] == [True, True, False]
+    note = next(ln for ln in md.splitlines() if ln.startswith("Held-out domains"))
+    assert "**speeches** (2012 US party convention speeches" in note
+    assert "neither its source nor its kind is trained on" in note
+
+
+def test_document_similarity_against_peoples_ratings_per_system(tiny_run):
+    report, md = tiny_run
+    docsim = report["tasks"]["docsim"]
+    assert docsim["sizes"] == {"documents": 50, "pairs": 1225}
+    got = docsim["systems"]
+    for name in ("base", "llm2vec", "magnet", "magnet@mean"):
+        assert -100 <= got[name]["spearman"] <= 100 and got[name]["pairs"] == 1225
+    assert got["magnet@mean"]["pooling"] == "mean, bidirectional, instruction"
+    assert "not loaded" in got["ghost"]["n/a"]
+    line = next(ln for ln in md.splitlines() if ln.startswith("| Document similarity (Lee) |"))
+    cells = line.split(" | ")
+    assert "Spearman" in cells[1] and cells[4] == f"{got['magnet']['spearman']:.2f}"
+
+
+def test_docsim_correlates_cosines_with_the_ratings_over_every_pair():
+    from magnet_model.evaluation import docsim
+
+    ratings = np.array([[1, 0.9, 0.1], [0, 1, 0.5], [0, 0, 1]])  # the upper triangle counts
+    angle = np.array([0.0, 0.3, 1.4])  # 0-1 close, 0-2 far, 1-2 between
+    vecs = np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    got = docsim.correlations(vecs, ratings)
+    assert got["pairs"] == 3 and got["spearman"] == pytest.approx(100)
+    assert got["pearson"] > 90
+    # documents 1 and 2 swapped: the pairs rank the other way round
+    assert docsim.correlations(vecs[[0, 2, 1]], ratings)["spearman"] == pytest.approx(-100)
+    with pytest.raises(ValueError, match="2 vectors for 3"):
+        docsim.correlations(vecs[:2], ratings)
 
 
 # ---------------------------------------------------------------- the fill statistics
@@ -348,8 +405,8 @@ def test_pooling_variants_resolve_to_their_adapter_or_a_clear_error():
             ev.resolve_systems(engine, [bad])
 
 
-def test_domains_default_to_both_and_heldout_alone_needs_no_gensim(tmp_path):
-    assert parse([]).domains == ["wikipedia", "news"]
+def test_domains_default_to_all_three_and_heldout_alone_needs_no_gensim(tmp_path):
+    assert parse([]).domains == ["wikipedia", "news", "speeches"]
     held = tmp_path / "held.txt"
     held.write_text("a passage\n")
     assert parse(["--heldout", str(held)]).domains == ["wikipedia"]
@@ -358,6 +415,9 @@ def test_domains_default_to_both_and_heldout_alone_needs_no_gensim(tmp_path):
         "wikipedia",
     ]
     assert parse(["--quick"]).sizes.n_news_passages == 4
+    assert parse(["--quick"]).sizes.n_speech_passages == 4
+    assert parse(["--n-speech-passages", "7"]).sizes.n_speech_passages == 7
+    assert parse([]).sizes.n_speech_passages == parse([]).sizes.n_news_passages == 100
     with pytest.raises(ConfigError, match="Unknown domains: web"):
         parse(["--domains", "wikipedia,web"])
 
@@ -462,6 +522,7 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     llm2vec, the news domain's details and longer generations are left to the tiny run."""
     argv = ["--quick", "--output", str(tmp_path), "--no-progress", "--n-passages", "2"]
     argv += ["--systems", "base,magnet,minilm", "--n-infills", "1", "--n-news-passages", "1"]
+    argv += ["--n-speech-passages", "1"]
     argv += ["--n-sts", "40", "--n-prompts", "1", "--n-open-prompts", "0"]
     argv += ["--max-new-tokens", "16", "--n-ppl", "2", "--n-retrieval", "15"]
     argv += ["--n-probe-train", "20", "--n-probe-test", "8"]
@@ -473,6 +534,8 @@ def test_quick_run_on_the_embedded_model(tmp_path):
     assert sts["minilm"]["spearman"] > sts["base"]["spearman"] + 20  # a trained encoder wins
     found = t["retrieval"]["systems"]
     assert found["minilm"]["mrr"] > found["base"]["mrr"]  # here too
+    rated = t["docsim"]["systems"]
+    assert rated["minilm"]["spearman"] > rated["base"]["spearman"]  # and on whole documents
     base = t["infill"]["systems"]["base"]
     assert 1 < base["five_shot_ppl"] < 1000 and 1 < base["zero_shot_ppl"] < 1000
     assert 1 < base["causal_left_ppl"] < 1000

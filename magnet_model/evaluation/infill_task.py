@@ -1,5 +1,5 @@
-"""The evaluator's `infill` task: a random window removed from held-out passages of two
-domains, its perplexity per system, and what a reader sees of each system's fills
+"""The evaluator's `infill` task: a random window removed from held-out passages of each
+domain (domains.py), its perplexity per system, and what a reader sees of each system's fills
 (python -m magnet_model.evaluation.evaluate, whose docstring describes every task)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from . import scoring
+from .domains import n_passages
 from .fills import fill_tokens, junk_ids
 from .report import PROMPTED_KEYS, PROMPTED_ROWS, domain_key
 from .runs import Entry, Run, _hybrid, _llm_only, _per_system, domain_passages
@@ -27,7 +28,7 @@ def _fits(engine, cases: list, tokenizer) -> list:
 
 def _domain_cases(run: Run, domain: str) -> list:
     e, z = run.engine, run.cfg.sizes
-    n = z.n_news_passages if domain == "news" else z.n_passages
+    n = n_passages(z, domain)
     passages = domain_passages(run.cfg, domain)
     cases = scoring.span_cases(e.tokenizer, passages, n, run.cfg.seed, z.passage_tokens)
     cases = _fits(e, cases, e.tokenizer)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import systems as table
+from . import domains
 from .report_common import (  # noqa: F401 (the names other modules read here)
     DOMAINS,
     PRIMARY_DOMAIN,
@@ -206,6 +207,8 @@ ROWS = [
     ("sts", "Spearman x 100", ("spearman",), "{:.2f}"),
     ("retrieval", "recall@1 (description -> held-out extract)", ("recall_at_1",), "{:.1%}"),
     ("retrieval", "MRR", ("mrr",), "{:.3f}"),
+    ("docsim", "Spearman x 100 (cosine vs. people's ratings)", ("spearman",), "{:.2f}"),
+    ("docsim", "Pearson x 100 (cosine vs. people's ratings)", ("pearson",), "{:.2f}"),
     ("probe", "POS accuracy", ("pos", "accuracy"), "{:.2%}"),
     ("probe", "chunking accuracy", ("chunk", "accuracy"), "{:.2%}"),
     ("probe", "NER F1 (non-O words)", ("ner", "f1"), "{:.2%}"),
@@ -222,6 +225,7 @@ TASK_TITLES = {
     "units": "Unit suites",
     "sts": "STS-B",
     "retrieval": "Retrieval",
+    "docsim": "Document similarity (Lee)",
     "probe": "Token probe",
     "repetition": "Repetition",
     "knowledge": "Knowledge",
@@ -253,6 +257,8 @@ def render_markdown(report: dict) -> str:
     for domain, pairs in (infill.get("paired") or {}).items():
         lines += _paired_lines({"paired": pairs}, f"random-window infill, {domain}: ")
     lines += render_units(report, targets)
+    if {"infill", "units"} & set(report["tasks"]):
+        lines += ["", _domains_note(report)]
     lines += ["", "n/a: " + _na_notes(report), ""]
     lines += _timing_table(report)
     hw = report["hardware"]
@@ -278,6 +284,14 @@ def render_markdown(report: dict) -> str:
         _commands_note(report),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _domains_note(report: dict) -> str:
+    """Each held-out domain the infill and units tasks read, and whether it is out of training
+    (domains.py): no training corpus holds its source."""
+    read = [domains.BY_NAME[d] for d in report.get("domains", [PRIMARY_DOMAIN])]
+    parts = [f"**{d.name}** ({d.text}): {d.training}" for d in read]
+    return "Held-out domains (infill, units): " + "; ".join(parts) + "."
 
 
 def _commands_note(report: dict) -> str:

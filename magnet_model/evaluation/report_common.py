@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from .. import systems as table
 from ..systems import MINILM, TITLES
+from .domains import NAMES
 
-TASKS = ("infill", "units", "sts", "retrieval", "probe", "repetition", "knowledge")
-DOMAINS = ("wikipedia", "news")  # infill: held-out Wikipedia (or --heldout), Lee news
+TASKS = ("infill", "units", "sts", "retrieval", "docsim", "probe", "repetition", "knowledge")
+DOMAINS = NAMES  # infill and units: held-out Wikipedia (or --heldout), Lee news, speeches
 PRIMARY_DOMAIN = "wikipedia"
 # The prompted baselines (systems table), run on the base model by the infill task, as
 # (key in results.json, system name).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import systems as table
+from . import domains
 from .report_common import (
     PRIMARY_DOMAIN,
     PROMPTED_KEYS,
@@ -40,7 +41,7 @@ UNIT_ROWS = [
     ("fills the copy guard turned", "copy_blocked_share", "{:.0%}"),
 ]
 UNIT_IN_DOMAIN = 0.9  # sentence suite: hybrid <= this x base left-only on Wikipedia ...
-UNIT_OUT_OF_DOMAIN = 1.1  # ... and this on news (MAGNET v2's ship targets)
+UNIT_OUT_OF_DOMAIN = 1.1  # ... and this on the others (MAGNET v2's ship targets, on news)
 ONE_SENTENCE = 0.85  # sentence suite: fills that are exactly one complete sentence
 
 
@@ -136,7 +137,9 @@ def render_units(report: dict, targets: list[Target]) -> list[str]:
         return []
     lines = ["", "## Unit suites (sentences, phrases, words removed from held-out text)"]
     for key, suite in task["suites"].items():
-        lines += ["", f"### {key}"]
+        domain = domains.BY_NAME.get(key.split("/")[0])
+        mark = " (out of training)" if domain and domain.out_of_training else ""
+        lines += ["", f"### {key}{mark}"]
         if "systems" not in suite:
             lines.append(f"n/a: {suite.get('n/a', '')}")
             continue

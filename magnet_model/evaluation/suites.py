@@ -1,7 +1,8 @@
 """The evaluator's unit suites (task `units`): the blanks a reader makes, not random windows.
 
-For each held-out domain (Wikipedia, Lee news) and each suite, one unit (units.py) is removed
-from the first `unit_tokens` tokens of a passage, away from its edges:
+For each held-out domain (Wikipedia, Lee news, convention speeches: domains.py) and each suite,
+one unit (units.py) is removed from the first `unit_tokens` tokens of a passage, away from its
+edges:
 - sentence: a whole sentence (the paper's human study: a story with one sentence removed);
 - phrase: a clause or phrase between punctuation;
 - word: a word or a name.
@@ -30,6 +31,7 @@ import numpy as np
 from .. import prompts
 from ..tokens import word_edges, word_start_table
 from ..units import token_units
+from .domains import n_passages
 from .fills import (
     fill_tokens,
     has_sentence_end,
@@ -228,7 +230,7 @@ def run_suites(run, passages: dict[str, list[str]], magnets: list[str]) -> dict:
     e, z = run.engine, run.cfg.sizes
     out: dict = {"systems": {}, "sizes": {}, "suites": {}, "examples": {}}
     for domain, texts in passages.items():
-        n = z.n_news_passages if domain == "news" else z.n_passages
+        n = n_passages(z, domain)
         for kind in run.cfg.suites:
             run.doing(f"units: {domain} {kind}")
             cases = unit_cases(e.tokenizer, texts, kind, n, run.cfg.seed, z.unit_tokens)
