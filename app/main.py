@@ -125,6 +125,9 @@ def build_demo(app: MagnetApp) -> gr.Blocks:
             gr.Markdown("# Rating studies\nRaters: open the invite link you were sent.")
         demo.load(None, js=REDIRECT_JS)  # an old invite link (/?token=...) opens /rate
         if app.settings.demo:
+            # said when the page opens, not after a visitor typed and clicked
+            paused = gr.Markdown("", elem_id="demo-paused")
+            demo.load(app.demo_notice, outputs=paused, queue=False, show_progress="hidden")
             with gr.Tab("Infill", id="infill"):
                 infill_tab(app)
             with gr.Tab("Continue", id="continue"):

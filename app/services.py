@@ -35,6 +35,13 @@ VOTES_PER_WINDOW, VOTE_WINDOW_S = 6, 300.0  # blind votes per browser session an
 PROGRESS = gr.Progress()  # Gradio injects a live tracker where a handler has this default
 
 
+PAUSED = (
+    "The demo is paused while a rating study runs on this server: its raters judge the "
+    "systems' outputs blind, and the demo could show which system wrote which. It is back when "
+    "the study is closed."
+)
+
+
 @dataclass(frozen=True)
 class Unavailable:
     """A system that has no result in a comparison, and why: its adapter is not loaded, or it
@@ -145,16 +152,15 @@ class Services:
         allowed = self.demo_policy.allowed()
         return tuple(s for s in self.study_passages.live() if s not in allowed)
 
+    def demo_notice(self) -> str:
+        """What the page says on opening: that the demo is paused, or nothing."""
+        return f"**{PAUSED}**" if self.paused_by() else ""
+
     def check_demo_open(self) -> None:
         """Refuse any model call of the demo while a study that pauses it runs: a rater could
         otherwise learn which system wrote which output, whatever text they typed."""
         if self.paused_by():
-            raise gr.Error(
-                "The demo is paused while a rating study runs on this server: its raters judge "
-                "the systems' outputs blind, and the demo could show which system wrote which. "
-                "It is back when the study is closed.",
-                print_exception=False,
-            )
+            raise gr.Error(PAUSED, print_exception=False)
 
     def check_not_study_passage(self, text: str) -> None:
         """Refuse a text that is (close to) a passage of an open study: the demo would show

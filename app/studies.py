@@ -260,6 +260,53 @@ def study_items(
     return StudyMaterial(items, pool, n_gold, n_outputs, reblank=reblank)
 
 
+@dataclass(frozen=True)
+class UploadPlan:
+    """What an uploaded file allows, said before Create: how many usable items it holds, and
+    the largest plan it allows with the checks asked for (fewer checks where it cannot)."""
+
+    usable: int  # items the file gives (texts with a blank, or long enough to blank)
+    n_items: int  # rated items of the plan offered
+    n_gold: int  # attention checks of the plan offered
+    asked: int  # the checks the form asked for
+
+    def say(self) -> str:
+        if not self.usable:
+            return "The file gives no usable item: texts need a [blank] or at least 11 words."
+        line = f"The file gives {plural(self.usable, 'usable item')}."
+        if self.n_gold == self.asked:
+            return f"{line} The form is set to {self.n_items} items and {self.n_gold} checks."
+        return (
+            f"{line} {plural(self.asked, 'attention check')} would need more passages with "
+            f"their original span besides the rated ones (one per fill of each check) than it "
+            f"holds: the form is set to the largest plan it allows with checks, "
+            f"{plural(self.n_items, 'item')} and {plural(self.n_gold, 'check')}"
+            + (
+                f"; or rate all {self.usable} with 0 checks (nobody can then be excluded)."
+                if self.n_gold
+                else " (nobody can then be excluded)."
+            )
+        )
+
+
+def upload_plan(uploaded: Sequence[ItemIn], n_gold: int, n_systems: int) -> UploadPlan:
+    """The largest valid plan of an upload (study_items' own rule decides): the checks asked
+    for if the file holds enough passages besides at least two rated items, else as many
+    fewer as it takes; with none, every usable item rated."""
+    usable = len(blank_uploaded(uploaded))
+    n_out = max(n_systems, 2)
+    for c in range(max(0, int(n_gold)), 0, -1):
+        n = usable - c * n_out
+        if n < 2:
+            continue
+        try:
+            made = study_items("words", n, c, n_systems, uploaded)
+        except InvalidInputError:
+            continue
+        return UploadPlan(usable, len(made.items), c, int(n_gold))
+    return UploadPlan(usable, usable, 0, int(n_gold))
+
+
 def _spans(it: ItemIn) -> list[str]:
     return [it.original] if isinstance(it.original, str) else list(it.original or [])
 

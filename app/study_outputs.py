@@ -81,10 +81,11 @@ class FlaggedSet:
     per_problem: dict[tuple[str, str], int]  # (problem, system) -> outputs
     n_items: int  # the study's regular items now
     n_outputs: int = 0  # outputs flagged with any of the problems
+    outputs: str = ""  # a digest of every output now: a preview of older outputs is stale
 
     @property
     def token(self) -> str:
-        said = "\n".join([self.study, *sorted(self.problems), "", *sorted(self.keys)])
+        said = "\n".join([self.study, *sorted(self.problems), "", *sorted(self.keys), self.outputs])
         return hashlib.sha256(said.encode("utf-8")).hexdigest()[:20]
 
     def describe(self, titles: dict[str, str]) -> str:
@@ -97,15 +98,21 @@ class FlaggedSet:
 
 def flagged_set(store: AnnotationStore, name: str, problems: Sequence[str]) -> FlaggedSet:
     """The items and outputs flagged with any of ``problems`` now (nothing is changed)."""
-    found = flagged(store, name, problems)
+    items, outputs = store.items(name)
     wanted = set(problems)
+    found = [f for f in flagged_outputs(items, outputs) if wanted & set(f.problems)]
+    digest = hashlib.sha256()
+    for o in sorted(outputs, key=lambda o: (o.item_key, o.system)):
+        digest.update(f"{o.item_key}\0{o.system}\0{o.text}\0{o.seed}\n".encode())
     per: dict[tuple[str, str], int] = {}
     for f in found:
         for p in wanted & set(f.problems):
             per[(p, f.system)] = per.get((p, f.system), 0) + 1
     keys = tuple(dict.fromkeys(f.item_key for f in found))
     n_items = store.study(name).n_items
-    return FlaggedSet(name, tuple(sorted(wanted)), keys, per, n_items, len(found))
+    return FlaggedSet(
+        name, tuple(sorted(wanted)), keys, per, n_items, len(found), digest.hexdigest()[:20]
+    )
 
 
 def drop_flagged(store: AnnotationStore, name: str, problems: Sequence[str]) -> list[str]:

@@ -15,6 +15,7 @@ from app_fixtures import Clock, admin_request, admit_refusal, fake_request, make
 
 from annotation_db import ItemIn, OutputIn
 from app.blinding import DemoPolicy, StudyPassages, skeleton
+from app.main import build_demo
 from magnet_model.inference import search
 from magnet_model.inference.search import Corpus
 
@@ -216,3 +217,20 @@ def test_search_never_shows_a_passage_of_a_running_study(app, monkeypatch):
     assert all([row[0] for row in table] == list(range(1, len(table) + 1)) for table in ranked)
     assert "1 passage of a rating study running now is left out" in view.note
     assert "between the top-2 lists" in view.overlap  # what the lists show, not the k asked
+
+
+def test_an_invite_pauses_the_demo_at_once_without_waiting_for_the_next_look(app):
+    _study(app, invite=False)
+    app.study_passages.refresh_s = 3600.0  # the list of live studies would be an hour old
+    assert set(_calls(app).values()) == {None} and app.demo_notice() == ""
+    got = app.admin_invite(admin_request(app), "wall", "Ann")
+    assert len(got.rows) == 1
+    assert all(why and "paused" in why for why in _calls(app).values())
+    # the page says so when it opens (a load event), before anyone types
+    assert "The demo is paused" in app.demo_notice()
+    loads = [
+        d
+        for d in build_demo(app).fns.values()
+        if d.fn is not None and "load" in str([t[1] for t in d.targets])
+    ]
+    assert any(getattr(d.fn, "__name__", "") == "demo_notice" for d in loads)

@@ -284,6 +284,13 @@ def test_one_ipv6_network_counts_as_one_address_for_the_demo_quota(engine, tmp_p
     assert why and "from your address" in why
     another_network = visitor("2001:db8:1:3::1")
     assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=another_network)) is None
+    # the same network in brackets, as a proxy forwards it (with a port or not): the same host
+    bracketed = visitor("[2001:db8:1:3::2]")
+    assert admit_refusal(app.infill_admit(TEXT, max_span=2, request=bracketed)) is None
+    why = admit_refusal(
+        app.infill_admit(TEXT, max_span=2, request=visitor("[2001:db8:1:3::3]:443"))
+    )
+    assert why and "from your address" in why  # its third call: refused as the plain ones
 
 
 def test_quotas_count_at_join_only_valid_calls_and_only_through_the_queue(engine, tmp_path):

@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 from app_fixtures import admin_request, component, fake_request, invite, make_app
 
-from annotation_db import PROBLEM_NAMES, ItemIn, OutputIn, start_draft
+from annotation_db import PROBLEM_NAMES, ItemIn, OutputIn, revise_outputs, start_draft
 from app import studies, study_outputs
 from app.main import build_demo
 from magnet_model.errors import MagnetError
@@ -271,6 +271,41 @@ def test_dropping_flagged_items_says_what_would_go_and_asks_first(engine, tmp_pa
     )
 
 
+def test_a_drop_waits_for_no_remake_and_never_acts_on_a_stale_preview(engine, tmp_path,
+                                                                    monkeypatch):  # fmt: skip
+    """A drop confirmed while the flagged outputs are being made again is refused (the remake
+    would then fail on dropped items); a preview of outputs made again since asks again; two
+    admins confirming the same drop get one drop and one sentence saying nothing was dropped."""
+    app = make_app(tmp_path, engine)
+    _chatty(app, monkeypatch, ["SmolLM.", "a fill", "I'm ready to help.", "a fill"] + ["ok."] * 9)
+    app.admin_create(admin_request(app), "busy", _items_file(tmp_path, 4), 4,
+                     ["magnet", "zero-shot"], ["appropriate"], 1, 0, "", 3)  # fmt: skip
+    before = app.store.study("busy").n_items
+    asked = app.admin_drop(admin_request(app), "busy", ["chat"])
+    app.remaking.add("busy")  # a remake of this study runs now
+    with pytest.raises(gr.Error, match="making its flagged outputs again"):
+        app.admin_drop(admin_request(app), "busy", ["chat"], asked.pending)
+    app.remaking.discard("busy")
+    assert app.store.study("busy").n_items == before
+    # the flagged outputs are made again (still flagged, other texts): the preview is stale
+    _, outputs = app.store.items("busy")
+    flagged = {(f.item_key, f.system) for f in study_outputs.flagged(app.store, "busy", ["chat"])}
+    remade = [
+        replace(o, text=o.text + " ", fills=["I'm ready to help you."])
+        for o in outputs
+        if (o.item_key, o.system) in flagged
+    ]
+    revise_outputs(app.store, "busy", replace=remade)
+    stale = app.admin_drop(admin_request(app), "busy", ["chat"], asked.pending)
+    assert stale.message.startswith("Dropping would remove 2") and stale.pending != asked.pending
+    assert app.store.study("busy").n_items == before
+    # two admins confirm the same preview: one drop, then one clear sentence
+    first = app.admin_drop(admin_request(app), "busy", ["chat"], stale.pending)
+    second = app.admin_drop(admin_request(app), "busy", ["chat"], stale.pending)
+    assert first.message.startswith("Dropped 2 items") and app.store.study("busy").n_items == 2
+    assert "nothing was dropped" in second.message and "Dropped" not in second.message
+
+
 def test_the_first_invite_to_a_study_with_flagged_outputs_asks_first(engine, tmp_path,
                                                                      monkeypatch):  # fmt: skip
     """Inviting freezes a study's outputs: with outputs flagged, the first invite says how
@@ -358,3 +393,30 @@ def test_while_a_study_generates_the_study_list_and_invites_stay_usable(engine, 
     assert all([c.elem_id for c in d.inputs] == ["admin-study"] for d in labels)
     (invite,) = [d for d in demo.fns.values() if d.name == "admin_invite"]
     assert invite.inputs[0].elem_id == "admin-study"
+
+
+def test_an_upload_says_before_create_what_plan_it_allows_and_sets_the_form(app, tmp_path):
+    """8 uploaded items and the form's 7 checks: the form said nothing until Create refused
+    (browser tour s6, n3). Now the upload itself says what it allows and sets the form to the
+    largest valid plan, which Create then makes."""
+    path = tmp_path / "eight.jsonl"
+    words = ["sat", "slept", "ran", "sang", "jumped", "waited", "ate", "hid"]
+    rows = [
+        {"key": f"u{i}", "text": f"Item {i}: the cat [blank] by the door {i} .", "original": [w]}
+        for i, w in enumerate(words)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    systems = ["magnet", "zero-shot", "five-shot"]
+    n_items, n_gold, said = app.admin_upload(admin_request(app), str(path), systems, 7)
+    assert (n_items["value"], n_gold["value"]) == (2, 2)  # 2 rated + 2 checks x 3 fills
+    assert "The file gives 8 usable items" in said and "2 items and 2 checks" in said
+    assert "or rate all 8 with 0 checks" in said
+    assert studies.upload_plan(
+        [ItemIn(r["key"], r["text"], r["original"]) for r in rows], 1, 3
+    ) == studies.UploadPlan(8, 5, 1, 1)  # enough for the checks asked: kept
+    # what the form now holds is a study Create makes
+    msg, _ = app.admin_create(admin_request(app), "up", str(path), 2, systems,
+                              ["appropriate"], 1, 2, "", 3)  # fmt: skip
+    assert msg.startswith("Created study 'up': 2 items plus 2 attention checks")
+    # not an admin: nothing read, nothing said
+    assert app.admin_upload(fake_request(), str(path), systems, 7)[2] == ""

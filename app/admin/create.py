@@ -182,6 +182,30 @@ class CreateViews(AdminBase):
             return f"Planner: {e}"
         return line
 
+    @admin_view("Reading the uploaded items")
+    def admin_upload(
+        self,
+        request: gr.Request | None,
+        upload: str | None,
+        systems: list[str] | None,
+        n_gold: float,
+    ) -> tuple[dict, dict, str]:
+        """An upload read at once: how many usable items it holds, and the form set to the
+        largest plan it allows (items, checks) before Create, said in one sentence."""
+        if not upload or not self._is_admin(request):
+            return gr.skip(), gr.skip(), ""
+        if Path(upload).stat().st_size > self.settings.max_upload_mb * 1024 * 1024:
+            return (
+                gr.skip(),
+                gr.skip(),
+                f"The file is larger than {self.settings.max_upload_mb} MB.",
+            )
+        with user_errors():
+            plan = studies.upload_plan(read_item_file(upload), int(n_gold), len(systems or []))
+        if not plan.usable:
+            return gr.skip(), gr.skip(), plan.say()
+        return gr.update(value=plan.n_items), gr.update(value=plan.n_gold), plan.say()
+
     @admin_view("Listing the studies stopped while generating")
     def admin_unfinished(self, request: gr.Request | None) -> str:
         self._admin(request)

@@ -83,6 +83,8 @@ class InviteViews(AdminBase):
                     if opened.study != study:
                         raise AnnotationError(f"the link of {i.display_name} opens another study")
                 info = self.store.study(study)
+            # the demo pauses now, not at the next look at the live studies (refresh_s later)
+            self.study_passages.invalidate()
         rows = [[i.display_name, self._invite_link(i.token, request)] for i in invites]
         msg = (
             f"{render.plural(len(rows), 'invite link')} for the study **{render.md_text(study)}**"

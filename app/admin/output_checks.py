@@ -86,12 +86,28 @@ class OutputCheckViews(AdminBase):
         left) and asks; the same click again, ``pending`` holding what was shown, drops exactly
         that (if the flagged set changed meanwhile, it shows the new one and asks again)."""
         self._before_raters(request, study, problems)
+        # one change of a study's outputs at a time: no drop while a remake runs (it would
+        # remake outputs of dropped items), and two admins' confirmations one after the other
+        with self.remake_lock:
+            if study in self.remaking:
+                raise gr.Error(
+                    f"'{study}' is making its flagged outputs again: drop once that is done, on "
+                    "the check of the new outputs. Nothing was dropped.",
+                    print_exception=False,
+                )
+            return self._drop_step(request, study, problems, pending)
+
+    def _drop_step(self, request, study: str, problems: list[str], pending: str) -> DropStep:
+        """admin_drop's preview or drop, under the remake lock."""
         with user_errors():
             found = study_outputs.flagged_set(self.store, study, problems)
         if not found.keys:
+            again = (
+                " (the outputs changed since the preview: nothing was dropped)" if pending else ""
+            )
             return DropStep(
                 self.admin_check(request, study),
-                f"No output is flagged with {', '.join(problems)}.",
+                f"No output is flagged with {', '.join(problems)}{again}.",
                 "",
                 gr.update(value=DROP_LABEL),
             )

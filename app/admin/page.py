@@ -270,6 +270,12 @@ def admin_tab(app: AdminHandlers) -> None:
         outputs=[*form, create_msg],
         **RATING,
     )
+    upload.change(
+        said_in(app.admin_upload, 3, 2),
+        inputs=[upload, systems, n_gold],
+        outputs=[n_items, n_gold, create_msg],
+        **RATING,
+    )
     for box in (p1, p2, icc, raters, n_items, n_gold):
         box.change(
             said_in(app.admin_plan, 1, 0),

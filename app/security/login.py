@@ -33,9 +33,14 @@ class _Failures:
 
 def client_key(host: str) -> str:
     """The unit the login backoff counts: an IPv4 address, or the /64 network of an IPv6 one
-    (one host usually holds a whole /64: its addresses are not 2**64 clients)."""
+    (one host usually holds a whole /64: its addresses are not 2**64 clients). An IPv6 address
+    in brackets, as a proxy may forward it ("[2001:db8::1]", with a port or not), is that
+    address."""
+    host = (host or "").strip()
+    if host.startswith("[") and "]" in host:
+        host = host[1 : host.index("]")]
     try:
-        addr = ipaddress.ip_address((host or "").strip())
+        addr = ipaddress.ip_address(host)
     except ValueError:
         return host
     if addr.version == 6:

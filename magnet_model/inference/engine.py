@@ -239,7 +239,8 @@ class Engine:
         Input errors common to all (no blank, empty text) are raised. settings: the request's
         decoding (decoding.FillSettings: span cap, sampling, MAGNET's rules, the prompted
         systems'; None: the engine's); overrides: any of its fields, e.g. max_span_tokens=16."""
-        return self.runner.run(self.infill_lanes(text, systems, settings, marker, **overrides))
+        lanes = self._infill_lanes(text, systems, self.fill_settings(settings, **overrides), marker)
+        return self.runner.run(lanes)
 
     def compare_infill_many(
         self,
@@ -259,7 +260,7 @@ class Engine:
             chunk = requests[start : start + k]
             lanes, owner = [], []
             for i, (text, systems, settings) in enumerate(chunk, start=start):
-                made = self.infill_lanes(text, systems, settings, marker)
+                made = self._infill_lanes(text, systems, self.fill_settings(settings), marker)
                 lanes += made
                 owner += [(i, j) for j in range(len(made))]
             told = [False] * len(lanes)
@@ -295,17 +296,9 @@ class Engine:
         else the measured default of this device (runner.batch_items)."""
         return self.config.items_per_batch or batch_items(self.runner.device)
 
-    def infill_lanes(
-        self,
-        text: str,
-        systems: Sequence[str],
-        settings: FillSettings | None = None,
-        marker: str = DEFAULT_MARKER,
-        **overrides,
-    ) -> list:
-        """compare_infill's lanes, not yet run (to step with other texts' lanes:
-        runner.run), one per system."""
-        d = self.fill_settings(settings, **overrides)
+    def _infill_lanes(self, text: str, systems: Sequence[str], d: FillSettings, marker) -> list:
+        """One text's lanes, one per system, under resolved settings d (fill_settings), not
+        yet run: compare_infill runs them, compare_infill_many beside other texts' lanes."""
         s = Sampling(d.do_sample, d.temperature, d.top_p, d.seed)
         lanes = []
         for system in systems:
