@@ -36,6 +36,7 @@ BENCHES = [
     ("first_search", "bench_first_search.py", "8b. The first Search of a fresh start"),
     ("training", "bench_training.py", "9. Training step against the FLOP bound"),
     ("distributed", "bench_distributed.py", "9b. The trainer in 2 processes (gloo) against 1"),
+    ("study_batches", "bench_study_batches.py", "10. Many items' fills in one batch"),
 ]
 
 HEAD = """# Benchmarks
