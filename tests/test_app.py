@@ -62,10 +62,14 @@ def test_infill_shows_three_systems_with_highlighted_spans(app, engine):
 def test_a_removed_sentence_is_not_cut_at_the_span_slider(app, engine):
     """The slider caps a blank inside a sentence; a blank between sentences runs on until its
     sentence ends (here the tiny model never ends one: to a sentence's length, 64 tokens)."""
-    out = app.infill("The dog ran home . [blank] The cat sat on the mat .", max_span=3)
-    magnet = engine.infill("The dog ran home . [blank] The cat sat on the mat .", max_span_tokens=3)
-    assert len(magnet.spans[0].token_ids) == engine.magnet_fill().sentence_tokens == 64
-    assert "blank 1: 64 tokens" in out.columns[0].info
+    text = "The dog ran home . [blank] The cat sat on the mat ."
+    out = app.infill(text, max_span=3)
+    (span,) = engine.infill(text, max_span_tokens=3).spans
+    assert len(span.token_ids) > 3  # past the slider: to its sentence's end, or 64 tokens
+    assert span.end_reason != "max" or len(span.token_ids) == 64
+    assert out.columns[0].info.startswith(f"{len(span.token_ids)} tokens")
+    capped = engine.infill(text, max_span_tokens=3, fill={"sentence_tokens": 0}).spans[0]
+    assert len(capped.token_ids) <= 3  # the old behaviour: cut at the slider
     inside = engine.infill(
         "the cat [blank] on the mat .", max_span_tokens=3, fill={"stop": "model"}
     )
@@ -190,12 +194,12 @@ def test_continue_streams_three_systems_with_live_stats(app, engine):
 
 
 def test_continue_offers_a_loop_guard_off_by_default_and_says_which_ran(app, engine):
-    prompt = "the cat sat on the"
-    raw = list(app.continue_(prompt, 40))[-1]
-    guarded = list(app.continue_(prompt, 40, "greedy", 1.0, 1.0, None, True))[-1]
+    prompt = "the cat sat on the"  # the tiny MAGNET repeats 12 3-grams in 100 tokens
+    raw = list(app.continue_(prompt, 100))[-1]
+    guarded = list(app.continue_(prompt, 100, "greedy", 1.0, 1.0, None, True))[-1]
     for col, adapter in enumerate(["magnet", None, "llm2vec"]):
-        assert raw.columns[col].text == engine.generate(prompt, adapter, 40).text.lstrip()
-        want = engine.generate(prompt, adapter, 40, no_repeat=3).text.lstrip()
+        assert raw.columns[col].text == engine.generate(prompt, adapter, 100).text.lstrip()
+        want = engine.generate(prompt, adapter, 100, no_repeat=3).text.lstrip()
         assert guarded.columns[col].text == want
         assert "no loop guard" in raw.columns[col].stats
         assert "loop guard on (no 3-gram twice)" in guarded.columns[col].stats
