@@ -93,42 +93,30 @@ def main(argv=None) -> int:
     rows = []
     texts = [it.text for it in sentence_items(args.suite_fills, 1)] if args.suite_fills else []
     chosen = engine.items_per_batch()
+    cases = [
+        ("study outputs/min, {k} items a batch", "outputs/min", "one item at a time", ">= 4",
+         lambda group, kk: study_outputs(engine, group, kk), items),
+        ("unit-suite MAGNET fills/min, {k} texts a batch", "fills/min", "one text at a time",
+         ">= 3", lambda group, kk: suite_fills(engine, group, kk), texts),
+    ]  # fmt: skip
     for k in [k for k in ks if k > 1]:
-        one, many, t_one, t_many = interleaved(
-            lambda group, kk: study_outputs(engine, group, kk), items, k
-        )
-        differ = sum(many[key] != one[key] for key in one)
-        ratio = t_one / t_many
-        print(f"study K={k}: {t_many:.1f} s vs {t_one:.1f} s ({ratio:.2f}x), differ {differ}")
-        rows.append(
-            Row(
-                f"study outputs/min, {k} items a batch",
-                60 * len(many) / t_many,
-                "outputs/min",
-                60 * len(one) / t_one,
-                "one item at a time",
-                ">= 4" if k == chosen else "",
-                f"{differ} of {len(one)} outputs differ from one at a time",
+        for what, unit, against, target, make, things in cases:
+            if not things:
+                continue
+            one, many, t_one, t_many = interleaved(make, things, k)
+            differ = sum(many[key] != one[key] for key in one)
+            print(f"{what.format(k=k)}: {t_many:.1f} s vs {t_one:.1f} s, differ {differ}")
+            rows.append(
+                Row(
+                    what.format(k=k),
+                    60 * len(many) / t_many,
+                    unit,
+                    60 * len(one) / t_one,
+                    against,
+                    target if k == chosen else "",
+                    f"{differ} of {len(one)} differ from one at a time",
+                )
             )
-        )
-        if not texts:
-            continue
-        one, many, t_one, t_many = interleaved(
-            lambda group, kk: suite_fills(engine, group, kk), texts, k
-        )
-        differ = sum(many[t] != one[t] for t in one)
-        print(f"suite K={k}: {t_many:.1f} s vs {t_one:.1f} s, differ {differ}", flush=True)
-        rows.append(
-            Row(
-                f"unit-suite MAGNET fills/min, {k} texts a batch",
-                60 * len(many) / t_many,
-                "fills/min",
-                60 * len(one) / t_one,
-                "one text at a time",
-                ">= 3" if k == chosen else "",
-                f"{differ} of {len(one)} fills differ from one at a time",
-            )
-        )
     extra = {"items": len(items), "systems": list(INFILL_SYSTEMS), "ks": ks}
     write_report(args.out, rows, extra, engine.runner.device, engine.runner.dtype)
     return 0
