@@ -51,6 +51,16 @@ def _places(outputs, length=_length) -> list[float]:
     return counts or []
 
 
+def _real_pool(rng: random.Random, passages, fills) -> tuple[list[ItemIn], list[list[str]]]:
+    """A check pool of 120 real passages and 90 real fills to style it like, drawn by rng."""
+    styles = [[f] for f in rng.sample(fills, 90)]
+    pool = [
+        ItemIn(f"p{i}", f"{r['left']} [blank] {r['right']}", [r["original"]], r["domain"])
+        for i, r in enumerate(rng.sample(passages, 120))
+    ]
+    return pool, styles
+
+
 def _real_material():
     """The labelled outputs (tests/data/labelled_outputs.jsonl): real held-out passages with
     their originals (sentences, phrases, words: as an uploaded items file may hold), and the
@@ -72,11 +82,7 @@ def test_the_true_text_is_shortest_middle_and_longest_equally_often():
     counts, by_words = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
     for seed in range(200):
         rng = random.Random(seed)
-        styles = [[f] for f in rng.sample(fills, 90)]
-        pool = [
-            ItemIn(f"p{i}", f"{r['left']} [blank] {r['right']}", [r["original"]], r["domain"])
-            for i, r in enumerate(rng.sample(passages, 120))
-        ]
+        pool, styles = _real_pool(rng, passages, fills)
         _, outs = held_out_gold_items(
             pool,
             10,
@@ -136,11 +142,7 @@ def test_in_every_study_each_place_by_length_holds_a_share_of_the_checks():
     passages, fills = _real_material()
     for seed in range(20):
         rng = random.Random(seed)
-        styles = [[f] for f in rng.sample(fills, 90)]
-        pool = [
-            ItemIn(f"p{i}", f"{r['left']} [blank] {r['right']}", [r["original"]], r["domain"])
-            for i, r in enumerate(rng.sample(passages, 120))
-        ]
+        pool, styles = _real_pool(rng, passages, fills)
         _, outs = held_out_gold_items(
             pool, 10, blank="[blank]", n_outputs=3, seed=seed, styles=styles
         )
@@ -185,11 +187,7 @@ def test_a_rater_who_goes_by_length_fails_checks_as_the_rule_counts():
     failed, n = collections.Counter(), 0
     for seed in range(150):
         rng = random.Random(seed)
-        styles = [[f] for f in rng.sample(fills, 90)]
-        pool = [
-            ItemIn(f"p{i}", f"{r['left']} [blank] {r['right']}", [r["original"]], r["domain"])
-            for i, r in enumerate(rng.sample(passages, 120))
-        ]
+        pool, styles = _real_pool(rng, passages, fills)
         _, outs = held_out_gold_items(
             pool, 10, blank="[blank]", n_outputs=3, seed=seed, styles=styles
         )
