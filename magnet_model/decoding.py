@@ -31,6 +31,19 @@ def _whole(name: str, value, low: int, high: int, low_means: str) -> None:
         )
 
 
+def _but(settings, overrides: dict):
+    """settings with the given fields changed (None: kept), validated; a name it does not have
+    is one sentence naming the ones it has."""
+    names = [f.name for f in dataclasses.fields(settings)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise InputError(
+            f"{type(settings).__name__} has no setting {', '.join(map(repr, unknown))}; its "
+            f"settings are {', '.join(names)}."
+        )
+    return dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+
 @dataclass(frozen=True)
 class MagnetFill:
     """The rules a MAGNET fill is decoded under (inference/infill.py)."""
@@ -61,7 +74,7 @@ class MagnetFill:
 
     def but(self, **overrides) -> MagnetFill:
         """This fill with the given fields changed (None: kept), validated."""
-        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        return _but(self, overrides)
 
     def record(self) -> dict:
         """The keys studies and reports store (flags' names without the dashes)."""
@@ -118,7 +131,7 @@ class PromptedFill:
         return self.format
 
     def but(self, **overrides) -> PromptedFill:
-        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        return _but(self, overrides)
 
     def record(self) -> dict:
         fmt = dict(self.format) if isinstance(self.format, tuple) else self.format
@@ -152,7 +165,7 @@ class FillSettings:
 
     def but(self, **overrides) -> FillSettings:
         """These settings with the given fields changed (None: kept)."""
-        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        return _but(self, overrides)
 
     def resolved(self, magnet: MagnetFill, prompted: PromptedFill) -> FillSettings:
         """Every rule given: the engine's where this request left one to it."""
@@ -205,4 +218,4 @@ class ContinueSettings:
         return {k: getattr(self, k) for k in _SAMPLING}
 
     def but(self, **overrides) -> ContinueSettings:
-        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        return _but(self, overrides)

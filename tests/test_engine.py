@@ -831,3 +831,12 @@ def test_a_continuation_can_be_guarded_against_loops_and_is_not_by_default(engin
     assert streamed[0][0] == guarded.text
     with pytest.raises(InputError, match="no_repeat must be a whole number"):
         engine.generate("the cat", max_new_tokens=5, no_repeat=-1)
+
+
+def test_an_unknown_decoding_setting_is_one_sentence_naming_the_known_ones(engine):
+    with pytest.raises(InputError, match="MagnetFill has no setting 'branch'; its settings are"):
+        engine.infill("the cat [blank] on the mat .", fill={"branch": 2})
+    with pytest.raises(InputError, match="FillSettings has no setting 'max_span'"):
+        engine.compare_infill("the cat [blank] on the mat .", ["magnet"], max_span=4)
+    with pytest.raises(InputError, match="ContinueSettings has no setting 'no_repeats'"):
+        engine.generate("the cat", max_new_tokens=4, no_repeats=3)
